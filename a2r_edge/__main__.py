@@ -1,0 +1,49 @@
+"""``python -m a2r_edge``: the command line.
+
+  info      the setup report: version, CPU kernel level, OpenMP and threads, every A2R_* setting
+Usage errors and bad settings print one line and exit with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+
+def _info(args: argparse.Namespace) -> int:
+    import a2r_edge
+    from a2r_edge import _settings, hardware
+    from a2r_edge.backends import cpu
+
+    rows = [
+        ("a2r_edge", a2r_edge.__version__),
+        ("python", f"{platform.python_version()} ({platform.machine()})"),
+        ("cpu kernels", f"{cpu.isa()} (available: {', '.join(cpu.available_isas())})"),
+        ("openmp", "on" if cpu.openmp_enabled() else "off (kernels run serially)"),
+        ("threads", f"{cpu.num_threads()} (physical cores {hardware.physical_cores()}, "
+                    f"cgroup quota {hardware.cgroup_cpu_quota() or 'none'})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print("\nsettings:")
+    for name, value, doc in _settings.describe():
+        print(f"  {name}={value}\n      {doc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m a2r_edge",
+                                     description="a2r_edge: anime -> photo-realistic pictures.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("info", help="print the setup report (kernels, threads, settings)")
+    args = parser.parse_args(argv)
+    try:
+        return {"info": _info}[args.command](args)
+    except ValueError as exc:  # bad A2R_* settings and similar user errors: one line, exit 2
+        print(f"a2r_edge: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Every ``A2R_*`` environment setting, declared once, typed and documented.
+
+Read a value with ``get("A2R_NUM_THREADS")``; ``describe()`` lists them all with their current
+values (``python -m a2r_edge info`` prints it). Nothing else in the package reads ``os.environ``
+for an ``A2R_*`` name. A malformed value raises ``ValueError`` naming the variable.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ISA_LEVELS = ("baseline", "avx2", "avx512")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+    return parse
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    when: str = "run time"  # or "build time": read by setup.py, listed here for the report
+
+
+SETTINGS = {s.name: s for s in (
+    Setting("A2R_MAX_ISA", _choice(*ISA_LEVELS), None,
+            "Highest CPU kernel level to use (baseline, avx2, avx512); default: the best this "
+            "CPU and OS support."),
+    Setting("A2R_NUM_THREADS", _positive_int, None,
+            "Threads for the native CPU kernels; default: physical cores within the affinity "
+            "mask and the cgroup CPU quota."),
+    Setting("A2R_WITH_OPENMP", _choice("auto", "0"), "auto",
+            "Build with OpenMP when the compile+link+run probe passes (auto) or never (0).",
+            when="build time"),
+)}
+
+
+def get(name: str) -> Any:
+    """The parsed value of setting ``name`` (its default when unset or empty)."""
+    setting = SETTINGS[name]
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return setting.default
+    try:
+        return setting.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}={text!r} is invalid: {exc}") from None
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(name, current value or '<unset>', doc) for every setting."""
+    rows = []
+    for name, setting in SETTINGS.items():
+        raw = os.environ.get(name)
+        value = raw if raw not in (None, "") else "<unset>"
+        rows.append((name, value, f"[{setting.when}] {setting.doc}"))
+    return rows

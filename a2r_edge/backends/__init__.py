@@ -1,0 +1,1 @@
+"""Backends: ``reference`` (numpy, the oracle) and ``cpu`` (native kernels)."""

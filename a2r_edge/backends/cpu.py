@@ -1,0 +1,75 @@
+"""The native CPU backend: ISA level and thread count of the kernels in ``a2r_edge._kernels``.
+
+At import the best ISA level this CPU and OS support is chosen (capped by ``A2R_MAX_ISA``) and the
+thread count is set from ``A2R_NUM_THREADS`` (default: physical cores within the cgroup quota).
+Tests and benchmarks switch both with the ``using_isa`` / ``using_threads`` context managers.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+from .. import _settings, hardware
+
+# OpenMP threads sleep instead of spinning between kernels: a spinning pool doubles the time of
+# stages that alternate with onnxruntime's pool. Must be set before libgomp loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .. import _kernels  # noqa: E402  (after the OpenMP setting on purpose)
+
+ISA_LEVELS = _settings.ISA_LEVELS
+
+
+def available_isas() -> tuple[str, ...]:
+    """Every level this build has code for and this CPU + OS can run, lowest first."""
+    return ISA_LEVELS[: _kernels.best_isa() + 1]
+
+
+def isa() -> str:
+    """The level the kernels run at now."""
+    return ISA_LEVELS[_kernels.get_isa()]
+
+
+def set_isa(level: str) -> str:
+    """Run the kernels at ``level`` or the best available below it; returns the level set."""
+    if level not in ISA_LEVELS:
+        raise ValueError(f"ISA level must be one of {', '.join(ISA_LEVELS)}, got {level!r}")
+    return ISA_LEVELS[_kernels.set_isa(ISA_LEVELS.index(level))]
+
+
+def num_threads() -> int:
+    return _kernels.num_threads()
+
+
+def set_num_threads(n: int) -> int:
+    """Threads each kernel uses (1 when built without OpenMP); returns the count set."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"thread count must be an int >= 1, got {n!r}")
+    return _kernels.set_num_threads(n)
+
+
+def openmp_enabled() -> bool:
+    return _kernels.openmp_enabled()
+
+
+@contextmanager
+def using_isa(level: str) -> Iterator[str]:
+    previous = isa()
+    try:
+        yield set_isa(level)
+    finally:
+        set_isa(previous)
+
+
+@contextmanager
+def using_threads(n: int) -> Iterator[int]:
+    previous = num_threads()
+    try:
+        yield set_num_threads(n)
+    finally:
+        set_num_threads(previous)
+
+
+set_isa(_settings.get("A2R_MAX_ISA") or ISA_LEVELS[-1])
+set_num_threads(_settings.get("A2R_NUM_THREADS") or hardware.default_threads())

@@ -1,0 +1,258 @@
+"""Public ops: validate in Python, compute in the native CPU kernels.
+
+Every function takes numpy arrays of the documented dtype; any strides or byte order (a copy is
+made when needed), never an empty array. Errors name the argument, what was expected and what
+was given: ``TypeError`` for a wrong type or dtype, ``ValueError`` for a wrong shape or value.
+``out=`` (where offered) must be a C-contiguous array of the exact shape and dtype of the result.
+The numpy oracle of each op is ``a2r_edge.backends.reference``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .backends import cpu as _cpu  # sets the ISA level and threads before the first call
+from . import _kernels
+
+__all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
+           "im2col", "guided_filter"]
+
+_ACT_NONE, _ACT_SILU = 0, 1
+
+
+# --- validation helpers -------------------------------------------------------------------------
+
+def _array(x, name: str, dtype, ndims: tuple[int, ...], shape_doc: str) -> np.ndarray:
+    """x as a C-contiguous native-order array of ``dtype`` with one of ``ndims`` dimensions."""
+    dtype = np.dtype(dtype)
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray of {dtype} with shape {shape_doc}, "
+                        f"got {type(x).__name__}")
+    if x.dtype.newbyteorder("=") != dtype:
+        raise TypeError(f"{name} must have dtype {dtype}, got {x.dtype}")
+    if x.ndim not in ndims:
+        raise ValueError(f"{name} must have shape {shape_doc}, got {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{name} must not be empty, got shape {x.shape}")
+    return np.ascontiguousarray(x, dtype=dtype)  # copies only if strided or byte-swapped
+
+
+def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bool = False):
+    """A fresh result array, or ``out`` after checking it; ``inplace_ok``: out may BE the input."""
+    dtype = np.dtype(dtype)
+    if out is None:
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray or None, got {type(out).__name__}")
+    if out.dtype != dtype or out.shape != tuple(shape) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {dtype} array of shape {tuple(shape)}, got "
+                         f"{out.dtype} {out.shape}"
+                         f"{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+    for a in inputs:
+        same = inplace_ok and a.shape == out.shape and \
+            a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        if not same and np.shares_memory(a, out):
+            raise ValueError("out must not overlap an input" +
+                             (" (except being the very same array)" if inplace_ok else ""))
+    return out
+
+
+def _real(v, name: str, *, minimum: float | None = None, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    if minimum is not None and (v <= minimum if strict else v < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {v}")
+    return v
+
+
+def _int(v, name: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}")
+    return int(v)
+
+
+def _pair(v, name: str, minimum: int) -> tuple[int, int]:
+    """An int or a pair of ints, each >= minimum."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError(f"{name} must be an int or a pair of ints, got {v!r}")
+        return _int(v[0], name, minimum), _int(v[1], name, minimum)
+    value = _int(v, name, minimum)
+    return value, value
+
+
+def _triple(v, name: str, nonzero: bool = False) -> np.ndarray:
+    """Three finite per-channel values (R, G, B) as float32."""
+    try:
+        a = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be 3 real numbers, got {v!r}") from None
+    if a.shape != (3,):
+        raise ValueError(f"{name} must be 3 numbers (R, G, B), got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or (nonzero and np.any(a == 0)):
+        raise ValueError(f"{name} must be finite{' and non-zero' if nonzero else ''}, got {v!r}")
+    return a.astype(np.float32)
+
+
+def _per_plane(v, name: str, n: int, c: int, positive: bool = False) -> np.ndarray:
+    """Per-channel values of shape (C,) or (N, C), broadcast to N*C float32."""
+    try:
+        a = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers, got {type(v).__name__}") \
+            from None
+    if a.shape not in ((c,), (n, c)):
+        raise ValueError(f"{name} must have shape ({c},) or ({n}, {c}), got {a.shape}")
+    if not np.all(np.isfinite(a)) or (positive and np.any(a <= 0)):
+        raise ValueError(f"{name} must be finite{' and > 0' if positive else ''}")
+    return np.ascontiguousarray(np.broadcast_to(a, (n, c)), np.float32).reshape(-1)
+
+
+# --- ops ----------------------------------------------------------------------------------------
+
+def preprocess(img, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None):
+    """BGR uint8 (H, W, 3) -> normalised RGB float32 (1, 3, H, W) in one pass.
+
+    ``out[0, c] = (img[..., 2 - c] / 255 - mean[c]) / std[c]`` for c = R, G, B.
+
+    >>> ops.preprocess(np.zeros((2, 2, 3), np.uint8))[0, :, 0, 0]
+    array([-1., -1., -1.], dtype=float32)
+    """
+    img = _array(img, "img", np.uint8, (3,), "(H, W, 3)")
+    if img.shape[2] != 3:
+        raise ValueError(f"img must have 3 channels (BGR), got shape {img.shape}")
+    m, s = _triple(mean, "mean"), _triple(std, "std", nonzero=True)
+    h, w = img.shape[:2]
+    out = _out(out, (1, 3, h, w), np.float32, img)
+    scale = (1.0 / (255.0 * s.astype(np.float64))).astype(np.float32)
+    bias = (-m.astype(np.float64) / s).astype(np.float32)
+    _kernels.preprocess(img.reshape(-1), h, w, scale, bias, out.reshape(-1))
+    return out
+
+
+def postprocess(x, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None):
+    """RGB float32 (1, 3, H, W) or (3, H, W) -> BGR uint8 (H, W, 3).
+
+    ``v = (x * std + mean) * 255`` in float32, rounded half to even, clipped to [0, 255];
+    NaN -> 0. Bit-exact on every ISA level and thread count.
+    """
+    x = _array(x, "x", np.float32, (3, 4), "(1, 3, H, W) or (3, H, W)")
+    if x.shape[-3] != 3 or (x.ndim == 4 and x.shape[0] != 1):
+        raise ValueError(f"x must have shape (1, 3, H, W) or (3, H, W), got {x.shape}")
+    m, s = _triple(mean, "mean"), _triple(std, "std")
+    h, w = x.shape[-2:]
+    out = _out(out, (h, w, 3), np.uint8, x)
+    _kernels.postprocess(x.reshape(-1), h, w, m, s, out.reshape(-1))
+    return out
+
+
+def channel_stats(x, eps=1e-5):
+    """Per-(n, c) mean and std = sqrt(biased var + eps) of float32 (N, C, H, W).
+
+    Returns two float32 (N, C) arrays. Accurate for large offsets (mean 1000, std 1).
+    """
+    x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+    eps = _real(eps, "eps", minimum=0.0)
+    n, c, h, w = x.shape
+    mean, std = np.empty((n, c), np.float32), np.empty((n, c), np.float32)
+    _kernels.channel_stats(x.reshape(-1), n * c, h * w, eps, mean.reshape(-1), std.reshape(-1))
+    return mean, std
+
+
+def adain(x, style_mean, style_std, eps=1e-5, content_stats=None, out=None):
+    """Adaptive instance normalisation of float32 (N, C, H, W), per (n, c):
+
+    ``y = (x - mu) / sqrt(var + eps) * style_std + style_mean``.
+
+    style_mean, style_std: shape (C,) or (N, C). content_stats: ``(mean, std)`` as returned by
+    ``channel_stats`` (e.g. of the whole picture, shared by its tiles); default: x's own.
+    ``out`` may be ``x`` itself (in place).
+    """
+    x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+    n, c, h, w = x.shape
+    eps = _real(eps, "eps", minimum=0.0, strict=content_stats is None)
+    sm = _per_plane(style_mean, "style_mean", n, c)
+    ss = _per_plane(style_std, "style_std", n, c)
+    cm = cs = None
+    if content_stats is not None:
+        if not isinstance(content_stats, (tuple, list)) or len(content_stats) != 2:
+            raise TypeError("content_stats must be a (mean, std) pair from channel_stats()")
+        cm = _per_plane(content_stats[0], "content_stats[0] (mean)", n, c)
+        cs = _per_plane(content_stats[1], "content_stats[1] (std)", n, c, positive=True)
+    out = _out(out, x.shape, np.float32, x, inplace_ok=True)
+    _kernels.adain(x.reshape(-1), n * c, h * w, sm, ss, cm, cs, eps, _ACT_NONE,
+                   out.reshape(-1))
+    return out
+
+
+def silu(x, out=None):
+    """x * sigmoid(x), elementwise on a float32 array of any shape; ``out`` may be ``x``."""
+    x = _array(x, "x", np.float32, tuple(range(0, 33)), "(...)")
+    out = _out(out, x.shape, np.float32, x, inplace_ok=True)
+    _kernels.silu(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def pixel_shuffle(x, r):
+    """torch PixelShuffle (ONNX DepthToSpace, CRD): (N, C*r*r, H, W) -> (N, C, H*r, W*r)."""
+    x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+    r = _int(r, "r", 1)
+    n, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"x's channel count must be a multiple of r*r = {r * r}, got {c}")
+    y = np.empty((n, c // (r * r), h * r, w * r), np.float32)
+    _kernels.pixel_shuffle(x.reshape(-1), n, c // (r * r), h, w, r, y.reshape(-1))
+    return y
+
+
+def im2col(x, kernel, stride=1, pad=0, dilation=1):
+    """Caffe-layout im2col of float32 (C, H, W) with zero padding -> (C*kh*kw, OH*OW).
+
+    Row ``(c*kh + i)*kw + j`` holds tap (i, j) of channel c for every output position.
+    kernel, stride, pad, dilation: an int or an (h, w) pair.
+    """
+    x = _array(x, "x", np.float32, (3,), "(C, H, W)")
+    (kh, kw), (sh, sw) = _pair(kernel, "kernel", 1), _pair(stride, "stride", 1)
+    (ph, pw), (dh, dw) = _pair(pad, "pad", 0), _pair(dilation, "dilation", 1)
+    c, h, w = x.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"kernel {(kh, kw)} with dilation {(dh, dw)} does not fit x of shape "
+                         f"{x.shape} padded by {(ph, pw)}: output would be {oh}x{ow}")
+    out = np.empty((c * kh * kw, oh * ow), np.float32)
+    _kernels.im2col(x.reshape(-1), c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, out.reshape(-1))
+    return out
+
+
+def guided_filter(guide, src, radius, eps):
+    """He et al. guided filter of float32 ``src`` (H, W) or (H, W, C) by ``guide`` (H, W) or
+    (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc").
+
+    Equals ``cv2.ximgproc.guidedFilter(guide, src, radius, eps)`` within 1e-4.
+    """
+    guide = _array(guide, "guide", np.float32, (2, 3), "(H, W) or (H, W, 3)")
+    src = _array(src, "src", np.float32, (2, 3), "(H, W) or (H, W, C)")
+    if guide.ndim == 3 and guide.shape[2] != 3:
+        raise ValueError(f"guide must have shape (H, W) or (H, W, 3), got {guide.shape}")
+    if guide.shape[:2] != src.shape[:2]:
+        raise ValueError(f"guide and src must have the same H, W; got {guide.shape} and "
+                         f"{src.shape}")
+    radius = _int(radius, "radius", 0)
+    eps = _real(eps, "eps", minimum=0.0, strict=True)
+    h, w = src.shape[:2]
+    gc = 1 if guide.ndim == 2 else 3
+    sc = 1 if src.ndim == 2 else src.shape[2]
+    out = np.empty_like(src)
+    _kernels.guided_filter(guide.reshape(-1), gc, src.reshape(-1), sc, h, w, radius, eps,
+                           out.reshape(-1))
+    return out

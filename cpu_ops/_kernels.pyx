@@ -1,0 +1,107 @@
+# Thin wrappers over cpu_ops/include/a2r_kernels.h: typed contiguous memoryviews in, one C call
+# with the GIL released. Every check (dtype, shape, contiguity, sizes > 0, aliasing) is done by
+# the caller, a2r_edge/ops.py; nothing here validates.
+from libc.stdint cimport int64_t, uint8_t
+
+
+cdef extern from "a2r_runtime.h" nogil:
+    int a2r_best_isa() noexcept
+    int a2r_set_isa(int level) noexcept
+    int a2r_get_isa() noexcept
+    int a2r_set_num_threads(int n) noexcept
+    int a2r_num_threads() noexcept
+    int a2r_openmp_enabled() noexcept
+
+
+cdef extern from "a2r_kernels.h" nogil:
+    int A2R_OK
+    int A2R_ENOMEM
+    void a2r_preprocess(const uint8_t *img, int64_t h, int64_t w, const float *scale,
+                        const float *bias, float *out) noexcept
+    void a2r_postprocess(const float *x, int64_t h, int64_t w, const float *mean,
+                         const float *stdv, uint8_t *out) noexcept
+    void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps, float *mean,
+                           float *stdv) noexcept
+    void a2r_adain(const float *x, int64_t nc, int64_t hw, const float *style_mean,
+                   const float *style_std, const float *content_mean, const float *content_std,
+                   float eps, int activation, float *y) noexcept
+    void a2r_silu(const float *x, float *y, int64_t n) noexcept
+    void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
+                           float *y) noexcept
+    void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                    int64_t dil_h, int64_t dil_w, float *out) noexcept
+
+
+# --- runtime -------------------------------------------------------------------------------------
+
+def best_isa():
+    return a2r_best_isa()
+
+def set_isa(int level):
+    return a2r_set_isa(level)
+
+def get_isa():
+    return a2r_get_isa()
+
+def set_num_threads(int n):
+    return a2r_set_num_threads(n)
+
+def num_threads():
+    return a2r_num_threads()
+
+def openmp_enabled():
+    return bool(a2r_openmp_enabled())
+
+
+# --- ops (arrays flattened to 1-D by the caller where the layout allows) ---------------------------
+
+def preprocess(const uint8_t[::1] img, int64_t h, int64_t w, const float[::1] scale,
+               const float[::1] bias, float[::1] out):
+    with nogil:
+        a2r_preprocess(&img[0], h, w, &scale[0], &bias[0], &out[0])
+
+
+def postprocess(const float[::1] x, int64_t h, int64_t w, const float[::1] mean,
+                const float[::1] stdv, uint8_t[::1] out):
+    with nogil:
+        a2r_postprocess(&x[0], h, w, &mean[0], &stdv[0], &out[0])
+
+
+def channel_stats(const float[::1] x, int64_t nc, int64_t hw, float eps, float[::1] mean,
+                  float[::1] stdv):
+    with nogil:
+        a2r_channel_stats(&x[0], nc, hw, eps, &mean[0], &stdv[0])
+
+
+def adain(const float[::1] x, int64_t nc, int64_t hw, const float[::1] style_mean,
+          const float[::1] style_std, const float[::1] content_mean,
+          const float[::1] content_std, float eps, int activation, float[::1] y):
+    """content_mean/content_std: None to compute the statistics in the kernel."""
+    cdef const float *cm = NULL
+    cdef const float *cs = NULL
+    if content_mean is not None:
+        cm = &content_mean[0]
+        cs = &content_std[0]
+    with nogil:
+        a2r_adain(&x[0], nc, hw, &style_mean[0], &style_std[0], cm, cs, eps, activation, &y[0])
+
+
+def silu(const float[::1] x, float[::1] y):
+    with nogil:
+        a2r_silu(&x[0], &y[0], x.shape[0])
+
+
+def pixel_shuffle(const float[::1] x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
+                  float[::1] y):
+    with nogil:
+        a2r_pixel_shuffle(&x[0], n, c, h, w, r, &y[0])
+
+
+def im2col(const float[::1] x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+           int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
+           int64_t dil_w, float[::1] out):
+    with nogil:
+        a2r_im2col(&x[0], c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                   &out[0])
+

@@ -1,0 +1,48 @@
+/* a2r_isa.h - included by every cpu_ops/src/<op>/kernel.c, which setup.py compiles once per ISA
+ * level with that level's flags and -DA2R_ISA=<baseline|avx2|avx512>.
+ *
+ * A2R_KERNEL(a2r_op) names this level's variant (a2r_op_avx2, ...); the op's dispatch.c picks one.
+ * Bodies are plain C written for the auto-vectoriser (restrict pointers, unit-stride inner loops,
+ * no calls but inline helpers); the flags decide the vector width. */
+#ifndef A2R_ISA_H
+#define A2R_ISA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "a2r_kernels.h"
+#include "a2r_runtime.h"
+
+#ifndef A2R_ISA
+#error "kernel.c files are compiled per ISA level by setup.py with -DA2R_ISA=<level>"
+#endif
+
+#define A2R_CAT_(a, b) a##_##b
+#define A2R_CAT(a, b) A2R_CAT_(a, b)
+#define A2R_KERNEL(name) A2R_CAT(name, A2R_ISA)
+
+/* Floats in one vector register at this level: block sizes are multiples of it. */
+#if defined(__AVX512F__)
+#define A2R_VEC_FLOATS 16
+#elif defined(__AVX2__)
+#define A2R_VEC_FLOATS 8
+#else
+#define A2R_VEC_FLOATS 4
+#endif
+
+/* a*b + c: one fused instruction where the level has FMA. The build uses -ffp-contract=off so
+ * that only this macro fuses; plain a*b + c stays two roundings (postprocess relies on that). */
+#if defined(__FMA__) || defined(__aarch64__)
+#define A2R_MADD(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define A2R_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+#define A2R_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define A2R_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Minimum work (elements) per OpenMP thread: below it a parallel region costs more than it saves
+ * (a passive-wait wake-up is a few microseconds). */
+#define A2R_PAR_GRAIN 32768
+
+#endif

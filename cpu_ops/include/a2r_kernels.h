@@ -1,0 +1,77 @@
+/* a2r_kernels.h - the whole C contract of the CPU kernel layer.
+ *
+ * Every entry point dispatches at run time to the best ISA variant of its op (see a2r_runtime.h).
+ * Shared rules, checked by the Python callers (a2r_edge/ops.py), never here:
+ *   - pointers are valid, non-NULL (unless said otherwise), C-contiguous, and do not alias unless
+ *     the op says in-place is allowed;
+ *   - sizes are > 0;
+ *   - all functions are thread-safe and never touch Python: callers release the GIL.
+ * Functions returning int return A2R_OK or an A2R_E* code; the rest cannot fail.
+ */
+#ifndef A2R_KERNELS_H
+#define A2R_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define A2R_OK 0
+#define A2R_ENOMEM 1 /* a scratch buffer could not be allocated */
+
+/* Activations that a producer can fuse into its epilogue. */
+#define A2R_ACT_NONE 0
+#define A2R_ACT_SILU 1
+
+/* preprocess: BGR uint8 HWC -> RGB float32 planar (CHW), one pass.
+ *   out[c*h*w + y*w + x] = img[(y*w + x)*3 + 2 - c] * scale[c] + bias[c]     c = R, G, B
+ * The caller folds normalisation into scale/bias: scale = 1/(255*std), bias = -mean/std. */
+void a2r_preprocess(const uint8_t *img, int64_t h, int64_t w,
+                    const float scale[3], const float bias[3], float *out);
+
+/* postprocess: RGB float32 planar (CHW) -> BGR uint8 HWC, bit-exact on every ISA.
+ *   v = (x * stdv[c] + mean[c]) * 255 evaluated in float32 without contraction, NaN -> 0,
+ *   clamped to [0, 255], rounded half to even. */
+void a2r_postprocess(const float *x, int64_t h, int64_t w,
+                     const float mean[3], const float stdv[3], uint8_t *out);
+
+/* channel_stats: per-plane mean and std = sqrt(biased var + eps) of nc planes of hw floats.
+ * Accurate for large offsets (pivot-shifted sums accumulated in double). */
+void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps,
+                       float *mean, float *stdv);
+
+/* adain: y = (x - mu) / sigma * style_std + style_mean per plane, then the fused activation.
+ *   content_mean/content_std: per-plane mu and sigma (sigma already includes eps), or both NULL to
+ *   compute them here with the channel_stats rule (each plane's stats and apply share the cache).
+ *   style_mean/style_std: nc values (the caller broadcasts (C,) to (N, C)). y may equal x. */
+void a2r_adain(const float *x, int64_t nc, int64_t hw,
+               const float *style_mean, const float *style_std,
+               const float *content_mean, const float *content_std,
+               float eps, int activation, float *y);
+
+/* silu: y = x * sigmoid(x), n floats; y may equal x. */
+void a2r_silu(const float *x, float *y, int64_t n);
+
+/* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w):
+ *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
+void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
+                       float *y);
+
+/* im2col, Caffe layout, zero padding. x (c, h, w) -> out (c*kh*kw, oh*ow) with
+ *   oh = (h + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for ow), both > 0,
+ *   out[((ci*kh + i)*kw + j)*oh*ow + y*ow + x] = x[ci, y*stride_h - pad_h + i*dil_h, ...] or 0. */
+void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w,
+                int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
+                int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w, float *out);
+
+/* guided_filter (He et al.), box means over (2r+1)^2 windows, reflect borders "cba|abc" at any r.
+ *   guide: h*w*gc floats, gc = 1 (gray) or 3 (colour, HWC); src: h*w*sc floats (HWC); out like src.
+ * Returns A2R_ENOMEM when its scratch buffers cannot be allocated. */
+int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
+                      int64_t h, int64_t w, int64_t r, float eps, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,32 @@
+/* a2r_runtime.h - ISA selection and thread count, shared by every op (cpu_ops/src/runtime.c).
+ *
+ * ISA levels are ordered: a level implies every lower one. The active level is chosen once at
+ * import by the Python layer (best supported, capped by A2R_MAX_ISA); tests may change it between
+ * calls, never during one. */
+#ifndef A2R_RUNTIME_H
+#define A2R_RUNTIME_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define A2R_ISA_BASELINE 0 /* x86-64: SSE2; aarch64: NEON */
+#define A2R_ISA_AVX2 1     /* AVX2 + FMA */
+#define A2R_ISA_AVX512 2   /* AVX-512 F/BW/VL/DQ */
+
+/* Best level this build has code for AND this CPU + OS support (XCR0 checked by libgcc). */
+int a2r_best_isa(void);
+/* Select a level, clamped to a2r_best_isa(); returns the level now active. */
+int a2r_set_isa(int level);
+int a2r_get_isa(void);
+
+/* Threads each kernel's OpenMP region uses (>= 1). 1 when built without OpenMP. */
+int a2r_set_num_threads(int n);
+int a2r_num_threads(void);
+/* 1 when the library was built with OpenMP, else 0. */
+int a2r_openmp_enabled(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* runtime.c - ISA selection and thread count (contract in a2r_runtime.h). Baseline flags. */
+#include "a2r_runtime.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int a2r_active_isa = A2R_ISA_BASELINE;
+static int num_threads = 1;
+
+int a2r_best_isa(void) {
+#if defined(A2R_X86_VARIANTS) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return A2R_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return A2R_ISA_AVX2;
+#endif
+    return A2R_ISA_BASELINE;
+}
+
+int a2r_set_isa(int level) {
+    int best = a2r_best_isa();
+    if (level < A2R_ISA_BASELINE) level = A2R_ISA_BASELINE;
+    a2r_active_isa = level < best ? level : best;
+    return a2r_active_isa;
+}
+
+int a2r_get_isa(void) { return a2r_active_isa; }
+
+int a2r_set_num_threads(int n) {
+#ifdef _OPENMP
+    num_threads = n < 1 ? 1 : n;
+#else
+    (void)n;
+    num_threads = 1;
+#endif
+    return num_threads;
+}
+
+int a2r_num_threads(void) { return num_threads; }
+
+int a2r_openmp_enabled(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,109 @@
+"""Build of a2r_edge's native layer.
+
+One extension, ``a2r_edge._kernels``, made of:
+  - cpu_ops/_kernels.pyx             thin Cython wrappers (GIL released around every call);
+  - cpu_ops/src/runtime.c, */dispatch.c   compiled once with baseline flags;
+  - cpu_ops/src/<op>/kernel.c        compiled once per ISA level with that level's flags.
+The ISA levels are fixed by the target architecture, never by the CPU of the build machine: the
+wheel must run on any x86-64 (or aarch64) CPU and picks the best variant at import.
+OpenMP is used when a compile + link + run probe passes; otherwise every kernel runs serially.
+"""
+import glob
+import os
+import platform
+import subprocess
+import sysconfig
+import tempfile
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+INCLUDE = os.path.join("cpu_ops", "include")
+IS_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+
+COMMON_CFLAGS = [
+    "-O3",
+    "-std=gnu11",
+    "-fno-math-errno",        # lets sqrtf and friends inline as vector instructions
+    "-ffp-contract=off",      # only A2R_MADD fuses: integer outputs stay bit-exact across ISAs
+    "-Werror=implicit-function-declaration",
+    "-Wall",
+    "-Wno-unknown-pragmas",   # OpenMP pragmas are ignored when the probe fails
+]
+
+# Per-ISA flags. The 512-bit width is asked for explicitly: some GCC tunings prefer 256 bits.
+ISA_FLAGS = {"baseline": []}
+if IS_X86_64:
+    ISA_FLAGS["avx2"] = ["-mavx2", "-mfma", "-mf16c"]
+    ISA_FLAGS["avx512"] = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
+                           "-mavx2", "-mfma", "-mf16c", "-mprefer-vector-width=512"]
+
+
+def _probe_openmp(compiler_cmd):
+    """Return the OpenMP flag if a test program compiles, links and runs with it, else None."""
+    if os.environ.get("A2R_WITH_OPENMP", "auto") == "0":
+        return None
+    src = "#include <omp.h>\n#include <stdio.h>\nint main(void){int n=0;\n" \
+          "#pragma omp parallel reduction(+:n)\nn+=1;\nprintf(\"%d\\n\", n>0);return 0;}\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        c_file, exe = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe")
+        with open(c_file, "w") as f:
+            f.write(src)
+        try:
+            subprocess.run(compiler_cmd + ["-fopenmp", c_file, "-o", exe],
+                           check=True, capture_output=True, timeout=120)
+            out = subprocess.run([exe], check=True, capture_output=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return "-fopenmp" if out.strip() == b"1" else None
+
+
+class BuildNative(build_ext):
+    """build_ext that first compiles every op's kernel.c once per ISA level."""
+
+    def build_extension(self, ext):
+        cc = self.compiler.compiler_so[:1] or [sysconfig.get_config_var("CC") or "cc"]
+        omp = _probe_openmp(cc)
+        print(f"a2r_edge: OpenMP {'on' if omp else 'off (kernels run serially)'}; "
+              f"ISA levels: {', '.join(ISA_FLAGS)}")
+        extra = COMMON_CFLAGS + ([omp] if omp else [])
+        macros = [("A2R_X86_VARIANTS", "1")] if IS_X86_64 else []
+        kernels = sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "kernel.c")))
+        objects = []
+        for isa, flags in ISA_FLAGS.items():
+            objects += self.compiler.compile(
+                kernels,
+                output_dir=os.path.join(self.build_temp, "isa_" + isa),
+                macros=macros + [("A2R_ISA", isa)],
+                include_dirs=[INCLUDE],
+                extra_postargs=extra + flags,
+                debug=self.debug,
+            )
+        ext.extra_objects = objects + list(ext.extra_objects or [])
+        ext.define_macros = list(ext.define_macros or []) + macros
+        ext.extra_compile_args = list(ext.extra_compile_args or []) + extra
+        ext.extra_link_args = list(ext.extra_link_args or []) + ([omp] if omp else [])
+        super().build_extension(ext)
+
+
+kernels_ext = Extension(
+    "a2r_edge._kernels",
+    sources=["cpu_ops/_kernels.pyx", "cpu_ops/src/runtime.c"]
+    + sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "dispatch.c"))),
+    include_dirs=[INCLUDE, numpy.get_include()],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    depends=glob.glob(os.path.join(INCLUDE, "*.h"))
+    + glob.glob(os.path.join("cpu_ops", "src", "*", "*.[ch]")),
+)
+
+setup(
+    ext_modules=cythonize(
+        [kernels_ext],
+        compiler_directives={"language_level": "3", "boundscheck": False,
+                             "wraparound": False, "initializedcheck": False,
+                             "cdivision": True},
+    ),
+    cmdclass={"build_ext": BuildNative},
+)

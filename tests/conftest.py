@@ -1,0 +1,38 @@
+"""Shared fixtures: every native test runs at each ISA level this CPU has x 1 and 2 threads."""
+import numpy as np
+import pytest
+
+from a2r_edge.backends import cpu
+
+ISAS = cpu.available_isas()
+THREADS = (1, 2)
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    """Run the test body with the native kernels at one ISA level."""
+    with cpu.using_isa(request.param) as level:
+        assert level == request.param
+        yield level
+
+
+@pytest.fixture(params=THREADS, ids=lambda n: f"{n}thr")
+def threads(request):
+    with cpu.using_threads(request.param) as n:
+        yield n
+
+
+@pytest.fixture
+def native(isa, threads):
+    """The option matrix in one fixture: (isa level, thread count)."""
+    return isa, threads
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def pytest_report_header(config):
+    return (f"a2r_edge native: ISA levels {', '.join(ISAS)}; "
+            f"OpenMP {'on' if cpu.openmp_enabled() else 'off'}")

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from a2r_edge import ops
+from a2r_edge.backends import cpu, reference as ref
+from tolerances import ELEMENTWISE
+
+SIZES = [1, 7, 13, 17, 127, 237, 1080 * 1920]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_matches_reference(native, rng, n):
+    x = (rng.standard_normal(n) * 8).astype(np.float32)
+    np.testing.assert_allclose(ops.silu(x), ref.silu(x), **ELEMENTWISE)
+
+
+def test_special_values(native):
+    x = np.array([np.inf, -np.inf, np.nan, -120.0, 120.0, 0.0, -0.0, 88.7, -88.7, 1e-30],
+                 np.float32)
+    np.testing.assert_allclose(ops.silu(x), ref.silu(x), equal_nan=True, **ELEMENTWISE)
+
+
+def test_in_place_and_out(native, rng):
+    x = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    want = ref.silu(x)
+    out = np.empty_like(x)
+    assert ops.silu(x, out=out) is out
+    np.testing.assert_allclose(out, want, **ELEMENTWISE)
+    assert ops.silu(x, out=x) is x
+    np.testing.assert_allclose(x, want, **ELEMENTWISE)
+
+
+def test_non_contiguous_and_byteswapped(rng):
+    x = rng.standard_normal((20, 30)).astype(np.float32)
+    np.testing.assert_allclose(ops.silu(x[::2, ::3]), ref.silu(x[::2, ::3]), **ELEMENTWISE)
+    np.testing.assert_allclose(ops.silu(x.astype(">f4")), ref.silu(x), **ELEMENTWISE)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=40),
+                  elements=st.floats(-1e4, 1e4, width=32)),
+       st.sampled_from(cpu.available_isas()))
+def test_hypothesis(x, level):
+    with cpu.using_isa(level):
+        np.testing.assert_allclose(ops.silu(x), ref.silu(x), **ELEMENTWISE)
