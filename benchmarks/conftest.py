@@ -1,0 +1,124 @@
+"""Benchmark harness: each op beside its peer (numpy, OpenCV, onnxruntime) or the measured copy
+bandwidth, in the same run, as a ratio. Method: see benchmarks/README.md.
+
+Use ``compare(benchmark, ours, peer, ...)``: pytest-benchmark times ``ours``; ``peer`` is timed
+right after with the same method (warm-up, then the median of rounds). Every comparison lands in
+``extra_info`` (so ``--benchmark-json`` keeps it) and in the ratio table printed at the end.
+Targets are reported as met or missed, never asserted: these machines are shared and noisy.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from a2r_edge.backends import cpu
+
+RESULTS: list[dict] = []
+THREADS = (1, 2)
+
+
+def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` over ``rounds`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+_bandwidth_cache: dict[int, float] = {}
+
+
+def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
+    """Measured copy bandwidth in bytes/s (bytes read + bytes written), ``threads`` threads each
+    copying its own slice with numpy (which releases the GIL for large copies)."""
+    if threads not in _bandwidth_cache:
+        src = np.ones(nbytes // 4, np.float32)
+        dst = np.empty_like(src)
+        parts = np.array_split(np.arange(src.size), threads)
+        slices = [slice(p[0], p[-1] + 1) for p in parts]
+        with ThreadPoolExecutor(threads) as pool:
+            def run():
+                list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
+            t = median_time(run, rounds=9)
+        _bandwidth_cache[threads] = 2 * nbytes / t
+    return _bandwidth_cache[threads]
+
+
+@pytest.fixture(params=THREADS, ids=lambda n: f"{n}thr")
+def threads(request):
+    """Our kernels, OpenCV and (by the test's own session options) onnxruntime use n threads."""
+    n = request.param
+    try:
+        import cv2
+        previous = cv2.getNumThreads()
+        cv2.setNumThreads(n)
+    except ImportError:
+        cv2 = None
+    with cpu.using_threads(n):
+        yield n
+    if cv2 is not None:
+        cv2.setNumThreads(previous)
+
+
+def compare(benchmark, ours, peer=None, *, op: str, case: str, threads: int,
+            peer_name: str | None = None, bytes_moved: int | None = None,
+            flops: float | None = None, target: float | None = None,
+            target_bandwidth: float | None = None, rounds: int = 15) -> dict:
+    """Time ``ours`` with pytest-benchmark and ``peer`` with the same method; record the ratio.
+
+    target: the speed-up over the peer the issue asks for; target_bandwidth: the fraction of
+    the measured copy bandwidth (bytes_moved / time) it asks for.
+    """
+    benchmark.pedantic(ours, rounds=rounds, warmup_rounds=2, iterations=1)
+    t_ours = benchmark.stats.stats.median
+    row = {"op": op, "case": case, "threads": threads, "isa": cpu.isa(),
+           "ours_ms": t_ours * 1e3}
+    if peer is not None:
+        t_peer = median_time(peer, rounds=rounds)
+        row.update(peer=peer_name, peer_ms=t_peer * 1e3, speedup=t_peer / t_ours)
+        if target is not None:
+            row["target"] = f">= {target:g}x {peer_name}"
+            row["met"] = row["speedup"] >= target
+    if bytes_moved is not None:
+        bw = copy_bandwidth(threads)
+        row.update(gbps=bytes_moved / t_ours / 1e9, copy_gbps=bw / 1e9,
+                   of_copy=bytes_moved / t_ours / bw)
+        if target_bandwidth is not None:
+            row["target_bw"] = f">= {target_bandwidth:.0%} of copy"
+            row["met_bw"] = row["of_copy"] >= target_bandwidth
+    if flops is not None:
+        row["gflops"] = flops / t_ours / 1e9
+    benchmark.extra_info.update(row)
+    RESULTS.append(row)
+    return row
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not RESULTS:
+        return
+    tr = terminalreporter
+    tr.section("a2r_edge: ratios against peers (same run)")
+    tr.write_line(f"{'op':<15}{'case':<28}{'thr':>4}{'ours ms':>10}{'peer':>26}{'peer ms':>10}"
+                  f"{'speedup':>9}{'GB/s':>8}{'%copy':>7}  target")
+    for r in RESULTS:
+        targets = []
+        if "target" in r:
+            targets.append(f"{r['target']}: {'met' if r['met'] else 'MISSED'}")
+        if "target_bw" in r:
+            targets.append(f"{r['target_bw']}: {'met' if r['met_bw'] else 'MISSED'}")
+        tr.write_line(
+            f"{r['op']:<15}{r['case']:<28}{r['threads']:>4}{r['ours_ms']:>10.3f}"
+            f"{(r.get('peer') or '-'):>26}"
+            f"{(format(r['peer_ms'], '.3f') if 'peer_ms' in r else '-'):>10}"
+            f"{(format(r['speedup'], '.2f') + 'x' if 'speedup' in r else '-'):>9}"
+            f"{(format(r['gbps'], '.1f') if 'gbps' in r else '-'):>8}"
+            f"{(format(r['of_copy'], '.0%') if 'of_copy' in r else '-'):>7}  "
+            + "; ".join(targets))
