@@ -1,0 +1,48 @@
+"""The onnxruntime backend: provider order, fallback report, strict mode, thread options."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from a2r_edge.backends import ort  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def relu_model():
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_cpu_session_runs_and_reports_its_provider(relu_model):
+    s = ort.OrtSession(relu_model, threads=1)
+    assert s.providers == [ort.CPU] and s.fallback == []
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    np.testing.assert_array_equal(s.run({"x": x})[0], np.maximum(x, 0))
+
+
+def test_missing_gpu_provider_is_reported_not_silent(relu_model):
+    if ort.CUDA in ort.available_providers():
+        pytest.skip("this onnxruntime offers CUDA; the fallback path needs one that does not")
+    with pytest.warns(RuntimeWarning, match="not running CUDAExecutionProvider"):
+        s = ort.OrtSession(relu_model, providers=[ort.CUDA, ort.CPU])
+    assert s.fallback == [ort.CUDA] and s.providers == [ort.CPU]
+    with pytest.raises(ort.ProviderFallbackError, match="CUDAExecutionProvider"):
+        ort.OrtSession(relu_model, providers=[ort.CUDA], strict=True)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True])
+def test_bad_thread_count(relu_model, bad):
+    with pytest.raises(ValueError, match="threads"):
+        ort.OrtSession(relu_model, threads=bad)
+
+
+def test_corrupt_model_is_a_clear_error():
+    with pytest.raises(Exception, match="(?i)protobuf|parse|load|invalid"):
+        ort.OrtSession(b"not an onnx model")
