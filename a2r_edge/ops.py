@@ -90,12 +90,20 @@ def _pair(v, name: str, minimum: int) -> tuple[int, int]:
     return value, value
 
 
+def _reals(v, name: str, what: str) -> np.ndarray:
+    """v as a float64 array when it holds only real numbers (None or strings are a TypeError)."""
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be {what}, got {v!r}")
+    return a.astype(np.float64)
+
+
 def _triple(v, name: str, nonzero: bool = False) -> np.ndarray:
     """Three finite per-channel values (R, G, B) as float32."""
-    try:
-        a = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be 3 real numbers, got {v!r}") from None
+    a = _reals(v, name, "3 real numbers")
     if a.shape != (3,):
         raise ValueError(f"{name} must be 3 numbers (R, G, B), got shape {a.shape}")
     if not np.all(np.isfinite(a)) or (nonzero and np.any(a == 0)):
@@ -105,11 +113,7 @@ def _triple(v, name: str, nonzero: bool = False) -> np.ndarray:
 
 def _per_plane(v, name: str, n: int, c: int, positive: bool = False) -> np.ndarray:
     """Per-channel values of shape (C,) or (N, C), broadcast to N*C float32."""
-    try:
-        a = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of real numbers, got {type(v).__name__}") \
-            from None
+    a = _reals(v, name, "an array of real numbers")
     if a.shape not in ((c,), (n, c)):
         raise ValueError(f"{name} must have shape ({c},) or ({n}, {c}), got {a.shape}")
     if not np.all(np.isfinite(a)) or (positive and np.any(a <= 0)):
