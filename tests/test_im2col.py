@@ -81,6 +81,18 @@ def test_large(native, rng, stride):
                                   ref.im2col(x, (3, 3), (stride, stride), (1, 1), (1, 1)))
 
 
+@pytest.mark.parametrize("shape, kernel, stride, pad", [
+    ((2, 40, 1100), 7, 1, 3),    # 17 MB result
+    ((8, 64, 2100), 5, 2, 2),    # 27 MB result, stride-2 gather
+    ((1, 3, 3000), (1, 3), 1, (0, 1)),
+])
+def test_wide_rows(native, rng, shape, kernel, stride, pad):
+    """Long output rows and results larger than a last-level cache."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    k, s, p = [(v, v) if isinstance(v, int) else v for v in (kernel, stride, pad)]
+    np.testing.assert_array_equal(ops.im2col(x, kernel, stride, pad), ref.im2col(x, k, s, p, (1, 1)))
+
+
 def test_conv_via_im2col(rng):
     """im2col @ weights.reshape(O, -1) is the convolution computed tap by tap."""
     c, h, w, o, k, s, p, d = 5, 17, 13, 4, 3, 2, 2, 1
