@@ -90,7 +90,8 @@ def test_wide_rows(native, rng, shape, kernel, stride, pad):
     """Long output rows and results larger than a last-level cache."""
     x = rng.standard_normal(shape).astype(np.float32)
     k, s, p = [(v, v) if isinstance(v, int) else v for v in (kernel, stride, pad)]
-    np.testing.assert_array_equal(ops.im2col(x, kernel, stride, pad), ref.im2col(x, k, s, p, (1, 1)))
+    np.testing.assert_array_equal(ops.im2col(x, kernel, stride, pad),
+                                  ref.im2col(x, k, s, p, (1, 1)))
 
 
 def test_conv_via_im2col(rng):
