@@ -6,7 +6,7 @@
 #include "a2r_isa.h"
 
 /* dst[j*R + q] = src[q*plane + j] for j < w, q < R. Inlined with a constant R the q loop unrolls
- * into R loads and one interleaving store group. GCC 11+ vectorises R = 2 and 4 at every level
+ * into R loads and one interleaving store group. GCC 12 vectorises R = 2 and 4 at every level
  * (SSE2 unpcklps/unpckhps, AVX2 + vperm2f128, AVX-512 vpermt2ps) and R = 3 at AVX2/AVX-512
  * (SSE2 lacks the shuffles: partial SLP only); any other R is a scalar strided store. */
 static inline void interleave_row(float *restrict dst, const float *restrict src, int64_t plane,
