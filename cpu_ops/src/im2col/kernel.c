@@ -5,6 +5,13 @@
 
 #include "a2r_isa.h"
 
+/* dst[o] = src[o*S] for o < n. Inlined with a constant S the loads become one vector load group
+ * (S = 2: even lanes via a shuffle); the generic S is scalar. */
+static inline void gather_row(float *restrict dst, const float *restrict src, int64_t n,
+                              const int64_t S) {
+    for (int64_t o = 0; o < n; o++) dst[o] = src[o * S];
+}
+
 /* First output index o >= 0 with o*stride + offset >= 0, i.e. ceil(-offset / stride). */
 static inline int64_t first_valid(int64_t offset, int64_t stride) {
     return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
@@ -33,10 +40,11 @@ void A2R_KERNEL(a2r_im2col)(const float *restrict x, int64_t c, int64_t h, int64
             }
             const float *restrict src = plane + iy * w;
             memset(dst, 0, (size_t)x0 * sizeof *dst);
-            if (stride_w == 1) {
-                memcpy(dst + x0, src + x0 + off_x, (size_t)(x1 - x0) * sizeof *dst);
-            } else {
-                for (int64_t ox = x0; ox < x1; ox++) dst[ox] = src[ox * stride_w + off_x];
+            const float *first = src + x0 * stride_w + off_x;
+            switch (stride_w) {
+            case 1: memcpy(dst + x0, first, (size_t)(x1 - x0) * sizeof *dst); break;
+            case 2: gather_row(dst + x0, first, x1 - x0, 2); break;
+            default: gather_row(dst + x0, first, x1 - x0, stride_w); break;
             }
             memset(dst + x1, 0, (size_t)(ow - x1) * sizeof *dst);
         }

@@ -1,0 +1,118 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from a2r_edge import ops
+from a2r_edge.backends import cpu, reference as ref
+
+# (h, w) pairs over the tail sizes 1, 7, 13, 17, 127, 237: every width hits a different remainder
+# of the 4/8/16-float vector loop (times r for the output row).
+SHAPES = [(1, 1), (1, 237), (7, 13), (13, 17), (17, 127), (127, 7), (237, 1)]
+
+
+def depth_to_space_crd(x, r):
+    """ONNX DepthToSpace, mode CRD (= torch PixelShuffle), element by element."""
+    n, c, h, w = x.shape
+    y = np.zeros((n, c // (r * r), h * r, w * r), x.dtype)
+    for b in range(n):
+        for k in range(c // (r * r)):
+            for i in range(h):
+                for p in range(r):
+                    for j in range(w):
+                        for q in range(r):
+                            y[b, k, i * r + p, j * r + q] = x[b, k * r * r + p * r + q, i, j]
+    return y
+
+
+def test_reference_equals_definition(rng):
+    for n, c, h, w, r in [(1, 1, 1, 1, 1), (2, 2, 3, 5, 2), (1, 3, 2, 4, 3), (2, 1, 3, 2, 4)]:
+        x = rng.standard_normal((n, c * r * r, h, w)).astype(np.float32)
+        np.testing.assert_array_equal(ref.pixel_shuffle(x, r), depth_to_space_crd(x, r))
+
+
+@pytest.mark.parametrize("r", [1, 2, 3, 4])
+@pytest.mark.parametrize("hw", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_matches_reference(native, rng, r, hw):
+    h, w = hw
+    n, c = 1 + (h + w) % 2, 1 + (h * w + r) % 5  # batch 1-2, output channels 1-5
+    x = rng.standard_normal((n, c * r * r, h, w)).astype(np.float32)
+    y = ops.pixel_shuffle(x, r)
+    assert y.shape == (n, c, h * r, w * r) and y.dtype == np.float32
+    np.testing.assert_array_equal(y, ref.pixel_shuffle(x, r))  # a permutation: exact
+
+
+@pytest.mark.parametrize("r", [2, 3, 4])
+def test_definition_tiny(native, rng, r):
+    x = rng.standard_normal((2, 3 * r * r, 3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(ops.pixel_shuffle(x, r), depth_to_space_crd(x, r))
+
+
+def test_large(native, rng):
+    # A 1080p x2 up-sampler tail at quarter channel count: 16 output channels of 540x960.
+    x = rng.standard_normal((1, 64, 1080 // 4, 1920 // 4)).astype(np.float32)
+    np.testing.assert_array_equal(ops.pixel_shuffle(x, 2), ref.pixel_shuffle(x, 2))
+
+
+def test_every_element_moves_once(native):
+    # Distinct values: a wrong index shows up as a duplicate or a missing value, not a near miss.
+    x = np.arange(2 * 3 * 9 * 7 * 11, dtype=np.float32).reshape(2, 27, 7, 11)
+    y = ops.pixel_shuffle(x, 3)
+    np.testing.assert_array_equal(np.sort(y, axis=None), x.reshape(-1))
+    np.testing.assert_array_equal(y, depth_to_space_crd(x, 3))
+
+
+def test_non_contiguous_and_byteswapped(rng):
+    x = rng.standard_normal((2, 16, 9, 14)).astype(np.float32)
+    view = x[:, :, ::2, ::3]
+    np.testing.assert_array_equal(ops.pixel_shuffle(view, 2), ref.pixel_shuffle(view.copy(), 2))
+    np.testing.assert_array_equal(ops.pixel_shuffle(x.astype(">f4"), 4), ref.pixel_shuffle(x, 4))
+
+
+def test_onnx_depth_to_space(rng):
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    r, shape = 2, (2, 12, 5, 7)
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=r, mode="CRD")
+    graph = helper.make_graph(
+        [node], "d2s", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # readable by every onnxruntime release the project supports
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(ops.pixel_shuffle(x, r), sess.run(None, {"x": x})[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 4), st.integers(1, 4), st.integers(1, 23),
+       st.integers(1, 41), st.sampled_from(cpu.available_isas()), st.sampled_from([1, 2]))
+def test_hypothesis(n, c, r, h, w, level, threads):
+    x = np.random.default_rng(n * 1000 + h * 50 + w).standard_normal(
+        (n, c * r * r, h, w)).astype(np.float32)
+    with cpu.using_isa(level), cpu.using_threads(threads):
+        np.testing.assert_array_equal(ops.pixel_shuffle(x, r), ref.pixel_shuffle(x, r))
+
+
+X = np.zeros((1, 8, 3, 3), np.float32)
+
+
+@pytest.mark.parametrize("x, r, exc, name", [
+    (X.astype(np.float64), 2, TypeError, "x"),
+    (X.astype(np.float16), 2, TypeError, "x"),
+    (X.tolist(), 2, TypeError, "x"),
+    (X[0], 2, ValueError, "x"),
+    (X[None], 2, ValueError, "x"),
+    (np.zeros((1, 8, 0, 3), np.float32), 2, ValueError, "x"),
+    (np.zeros((1, 6, 3, 3), np.float32), 2, ValueError, "r"),  # C = 6 not a multiple of r*r = 4
+    (X, 3, ValueError, "r"),
+    (X, 0, ValueError, "r"),
+    (X, -2, ValueError, "r"),
+    (X, True, TypeError, "r"),
+    (X, 2.0, TypeError, "r"),
+    (X, "2", TypeError, "r"),
+    (X, None, TypeError, "r"),
+])
+def test_bad_inputs(x, r, exc, name):
+    with pytest.raises(exc, match=rf"\b{name}\b"):
+        ops.pixel_shuffle(x, r)
