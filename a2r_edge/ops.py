@@ -206,19 +206,19 @@ def silu(x, out=None):
     return out
 
 
-def pixel_shuffle(x, r):
+def pixel_shuffle(x, r, out=None):
     """torch PixelShuffle (ONNX DepthToSpace, CRD): (N, C*r*r, H, W) -> (N, C, H*r, W*r)."""
     x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
     r = _int(r, "r", 1)
     n, c, h, w = x.shape
     if c % (r * r):
         raise ValueError(f"x's channel count must be a multiple of r*r = {r * r}, got {c}")
-    y = np.empty((n, c // (r * r), h * r, w * r), np.float32)
-    _kernels.pixel_shuffle(x.reshape(-1), n, c // (r * r), h, w, r, y.reshape(-1))
-    return y
+    out = _out(out, (n, c // (r * r), h * r, w * r), np.float32, x)
+    _kernels.pixel_shuffle(x.reshape(-1), n, c // (r * r), h, w, r, out.reshape(-1))
+    return out
 
 
-def im2col(x, kernel, stride=1, pad=0, dilation=1):
+def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
     """Caffe-layout im2col of float32 (C, H, W) with zero padding -> (C*kh*kw, OH*OW).
 
     Row ``(c*kh + i)*kw + j`` holds tap (i, j) of channel c for every output position.
@@ -233,7 +233,7 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1):
     if oh < 1 or ow < 1:
         raise ValueError(f"kernel {(kh, kw)} with dilation {(dh, dw)} does not fit x of shape "
                          f"{x.shape} padded by {(ph, pw)}: output would be {oh}x{ow}")
-    out = np.empty((c * kh * kw, oh * ow), np.float32)
+    out = _out(out, (c * kh * kw, oh * ow), np.float32, x)
     _kernels.im2col(x.reshape(-1), c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, out.reshape(-1))
     return out
 

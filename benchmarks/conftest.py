@@ -33,23 +33,19 @@ def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
-_bandwidth_cache: dict[int, float] = {}
-
-
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
     """Measured copy bandwidth in bytes/s (bytes read + bytes written), ``threads`` threads each
-    copying its own slice with numpy (which releases the GIL for large copies)."""
-    if threads not in _bandwidth_cache:
-        src = np.ones(nbytes // 4, np.float32)
-        dst = np.empty_like(src)
-        parts = np.array_split(np.arange(src.size), threads)
-        slices = [slice(p[0], p[-1] + 1) for p in parts]
-        with ThreadPoolExecutor(threads) as pool:
-            def run():
-                list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
-            t = median_time(run, rounds=9)
-        _bandwidth_cache[threads] = 2 * nbytes / t
-    return _bandwidth_cache[threads]
+    copying its own slice with numpy (which releases the GIL for large copies). Measured anew
+    beside each comparison: on a shared machine it drifts between runs."""
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    parts = np.array_split(np.arange(src.size), threads)
+    slices = [slice(p[0], p[-1] + 1) for p in parts]
+    with ThreadPoolExecutor(threads) as pool:
+        def run():
+            list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
+        t = median_time(run, rounds=9)
+    return 2 * nbytes / t
 
 
 @pytest.fixture(params=THREADS, ids=lambda n: f"{n}thr")

@@ -170,3 +170,12 @@ def test_bad_inputs(x, kwargs, exc, name):
     kwargs = {"kernel": 3, **kwargs}
     with pytest.raises(exc, match=rf"\b{name}\b"):
         ops.im2col(x, **kwargs)
+
+
+def test_out_is_filled_and_checked(rng):
+    x = rng.standard_normal((2, 6, 7)).astype(np.float32)
+    out = np.full((18, 42), np.nan, np.float32)
+    assert ops.im2col(x, 3, pad=1, out=out) is out
+    np.testing.assert_array_equal(out, ref.im2col(x, (3, 3), (1, 1), (1, 1), (1, 1)))
+    with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+        ops.im2col(x, 3, pad=1, out=np.empty((18, 41), np.float32))

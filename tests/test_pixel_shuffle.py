@@ -116,3 +116,12 @@ X = np.zeros((1, 8, 3, 3), np.float32)
 def test_bad_inputs(x, r, exc, name):
     with pytest.raises(exc, match=rf"\b{name}\b"):
         ops.pixel_shuffle(x, r)
+
+
+def test_out_is_filled_and_checked(rng):
+    x = rng.standard_normal((2, 8, 5, 3)).astype(np.float32)
+    out = np.empty((2, 2, 10, 6), np.float32)
+    assert ops.pixel_shuffle(x, 2, out=out) is out
+    np.testing.assert_array_equal(out, ref.pixel_shuffle(x, 2))
+    with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+        ops.pixel_shuffle(x, 2, out=np.empty((2, 2, 6, 10), np.float32))
