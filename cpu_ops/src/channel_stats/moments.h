@@ -2,15 +2,16 @@
  * computes a plane's statistics and applies them while the plane is in cache).
  *
  * Accuracy without a float64 scalar loop (which does not vectorise without -ffast-math):
- *   - a range is cut into blocks of A2R_MOM_BLOCK floats (a few KB: two passes over a block hit L1);
- *   - pass 1 sums the block in A2R_MOM_LANES independent float lanes -> pivot = approximate mean;
- *   - pass 2 sums d = x - pivot and d*d in float lanes; each lane adds only BLOCK/LANES = 16 terms,
- *     so its relative error is ~16 ulp, and d is centred, so no E[x^2] - E[x]^2 cancellation
- *     (mean 1000, std 1 keeps ~1e-6 relative error; a pivot far from the data cannot happen);
- *   - each block's lanes fold into float64 (n, mean, M2), and blocks, thread pieces and planes
- *     merge with Chan et al.'s pairwise update, in float64.
+ *   - a range is cut into blocks of A2R_MOM_BLOCK floats (1024 on SSE2 .. 4096 on AVX-512);
+ *   - each block sums d = x - pivot and d*d in A2R_MOM_LANES independent float lanes, 64 terms a
+ *     lane (~64 ulp at worst, far below the 1e-4 contract); the pivot is the running mean of the
+ *     blocks before it (the range's first block: its own mean, one extra pass over it in L1), so
+ *     d is centred and there is no E[x^2] - E[x]^2 cancellation (bound: a2r_moments_add_block);
+ *   - each block's lanes fold into float64 (n, mean, M2); blocks, thread pieces and planes merge
+ *     with Chan et al.'s pairwise update, in float64.
  * The lane updates acc[k] += d[k] are elementwise, which GCC vectorises at -O3 (a scalar float
- * reduction it would not reorder without -ffast-math). NaN or inf anywhere gives a NaN result. */
+ * reduction it would not reorder without -ffast-math). Measured in L1 on Zen 4: 24 Gfloat/s
+ * (AVX-512), 16.6 (AVX2), 4.6 (SSE2). NaN or inf anywhere in a plane gives a NaN result. */
 #ifndef A2R_MOMENTS_H
 #define A2R_MOMENTS_H
 
@@ -29,7 +30,8 @@
 #ifndef A2R_MOM_LANES
 #define A2R_MOM_LANES (4 * A2R_VEC_FLOATS)
 #endif
-/* Terms per float lane in a block: its lane sums carry ~A2R_MOM_TERMS ulps of error at worst. */
+/* Terms per float lane in a block: its lane sums carry ~A2R_MOM_TERMS ulps of error at worst;
+ * 64 amortises the per-block fold and merge (16: 17, 32: 21, 64: 23 Gfloat/s on AVX-512). */
 #ifndef A2R_MOM_TERMS
 #define A2R_MOM_TERMS 64
 #endif
