@@ -1,35 +1,77 @@
 /* adain kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
- * Plane by plane: statistics (unless given), then y = (x - mu) * a + style_mean (+ activation) while the plane is
- * still in cache. */
+ * Each thread owns an equal share of the flat nc*hw range (moments.h).
+ *   - A plane it owns whole: its statistics (one read from memory), then the apply while it is
+ *     still in L2 (one write). Interleaving the apply of plane p with the statistics of p+1, to
+ *     overlap the two streams, measured no faster (Zen 4, 64 KB-8 MB planes): kept simple.
+ *   - A plane cut between threads: each thread computes its piece's moments, a barrier, each
+ *     merges all pieces (Chan) and applies its own piece, still in its cache.
+ *   - Given statistics: a plain apply of the thread's range. */
 #include <math.h>
 
 #include "a2r_isa.h"
 #include "a2r_math.h"
 #include "../channel_stats/moments.h"
 
+/* y may equal x (in place), so no restrict: each element is read before it is written.
+ * (x - mu) first: with a large common offset, x*a + (sm - mu*a) would cancel badly. */
+static inline void apply(const float *x, float *y, int64_t n, float mu, float a, float sm,
+                         int activation) {
+    if (activation == A2R_ACT_SILU) {
+        for (int64_t i = 0; i < n; i++) y[i] = a2r_silu1(A2R_MADD(x[i] - mu, a, sm));
+    } else {
+        for (int64_t i = 0; i < n; i++) y[i] = A2R_MADD(x[i] - mu, a, sm);
+    }
+}
+
+/* Per-plane apply coefficients: y = (x - mu) * a + sm. a in float64 before rounding once. */
+typedef struct {
+    float mu, a, sm;
+} coeffs;
+
+static inline coeffs from_moments(a2r_moments m, float style_mean, float style_std, float eps) {
+    coeffs c = {(float)m.mean, (float)((double)style_std / sqrt(m.m2 / m.n + (double)eps)),
+                style_mean};
+    return c;
+}
+
 void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                            const float *style_std, const float *content_mean,
                            const float *content_std, float eps, int activation, float *y) {
-    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (nc * hw > A2R_PAR_GRAIN)
-    for (int64_t p = 0; p < nc; p++) {
-        const float *src = x + p * hw;
-        float *dst = y + p * hw;
-        float mu, sigma;
+    const int nt = a2r_plane_threads(nc, hw);
+    a2r_shared_piece pieces[2 * nt];
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int t = A2R_THREAD_ID(), tn = A2R_THREAD_COUNT();
+        const a2r_span s = a2r_thread_span(nc, hw, t, tn);
         if (content_mean) {
-            mu = content_mean[p];
-            sigma = content_std[p];
+            for (int64_t p = s.p0; p <= s.p1; p++) {
+                int64_t b, e;
+                a2r_span_piece(s, p, hw, &b, &e);
+                const float a = (float)((double)style_std[p] / (double)content_std[p]);
+                apply(x + p * hw + b, y + p * hw + b, e - b, content_mean[p], a, style_mean[p],
+                      activation);
+            }
         } else {
-            double m, v;
-            a2r_plane_moments(src, hw, &m, &v);
-            mu = (float)m;
-            sigma = (float)sqrt(v + (double)eps);
-        }
-        /* (x - mu) first: with a large common offset, x*a + (sm - mu*a) would cancel badly. */
-        const float a = style_std[p] / sigma, sm = style_mean[p];
-        if (activation == A2R_ACT_SILU) {
-            for (int64_t i = 0; i < hw; i++) dst[i] = a2r_silu1(A2R_MADD(src[i] - mu, a, sm));
-        } else {
-            for (int64_t i = 0; i < hw; i++) dst[i] = A2R_MADD(src[i] - mu, a, sm);
+            a2r_publish_shared(x, hw, s, pieces, t);
+            #pragma omp barrier
+            for (int j = 0; j < 2; j++) {
+                const int64_t p = pieces[2 * t + j].plane;
+                if (p < 0) continue;
+                const coeffs c = from_moments(a2r_gather_shared(pieces, tn, p), style_mean[p],
+                                              style_std[p], eps);
+                int64_t b, e;
+                a2r_span_piece(s, p, hw, &b, &e);
+                apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation);
+            }
+            /* Planes owned whole: statistics, then the apply while the plane is in L2. */
+            for (int64_t p = s.p0; p <= s.p1; p++) {
+                int64_t b, e;
+                a2r_span_piece(s, p, hw, &b, &e);
+                if (b != 0 || e != hw) continue;
+                const coeffs c = from_moments(a2r_range_moments(x + p * hw, hw),
+                                              style_mean[p], style_std[p], eps);
+                apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation);
+            }
         }
     }
 }
