@@ -17,7 +17,7 @@ from .backends import cpu as _cpu  # sets the ISA level and threads before the f
 from . import _kernels
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
-           "im2col", "guided_filter"]
+           "im2col", "conv2d", "guided_filter"]
 
 _ACT_NONE, _ACT_SILU = 0, 1
 
@@ -235,6 +235,69 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
                          f"{x.shape} padded by {(ph, pw)}: output would be {oh}x{ow}")
     out = _out(out, (c * kh * kw, oh * ow), np.float32, x)
     _kernels.im2col(x.reshape(-1), c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, out.reshape(-1))
+    return out
+
+
+ACTIVATIONS = (None, "relu", "leaky_relu", "silu")
+
+
+def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None, *,
+           alpha=0.01, residual=None, out=None):
+    """2-D convolution of float32 (N, C, H, W) by w (O, C/groups, kh, kw), zero padding, with the
+    epilogue fused: ``y = activation(conv(x, w) + b + residual)``.
+
+    stride, pad, dilation: an int or an (h, w) pair. activation: None, 'relu', 'leaky_relu'
+    (negative slope ``alpha``) or 'silu'. residual: float32 (N, O, OH, OW) added before the
+    activation (a ResNet skip). Returns float32 (N, O, OH, OW).
+    """
+    x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+    w = _array(w, "w", np.float32, (4,), "(O, C/groups, kh, kw)")
+    groups = _int(groups, "groups", 1)
+    (sh, sw), (ph, pw) = _pair(stride, "stride", 1), _pair(pad, "pad", 0)
+    (dh, dw) = _pair(dilation, "dilation", 1)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if c % groups or o % groups:
+        raise ValueError(f"groups={groups} must divide x's channels ({c}) and w's outputs ({o})")
+    if cg != c // groups:
+        raise ValueError(f"w must have shape (O, C/groups, kh, kw) = (O, {c // groups}, kh, kw) "
+                         f"for x with {c} channels and groups={groups}, got {w.shape}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    alpha = _real(alpha, "alpha")
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"kernel {(kh, kw)} with dilation {(dh, dw)} does not fit x of shape "
+                         f"{x.shape} padded by {(ph, pw)}: output would be {oh}x{ow}")
+    if b is not None:
+        b = _array(b, "b", np.float32, (1,), f"({o},)")
+        if b.shape != (o,):
+            raise ValueError(f"b must have shape ({o},), got {b.shape}")
+    if residual is not None:
+        residual = _array(residual, "residual", np.float32, (4,), f"({n}, {o}, {oh}, {ow})")
+        if residual.shape != (n, o, oh, ow):
+            raise ValueError(f"residual must have shape {(n, o, oh, ow)}, got {residual.shape}")
+    out = _out(out, (n, o, oh, ow), np.float32, x,
+               *([residual] if residual is not None else []), inplace_ok=False)
+    # im2col (native) + one BLAS matrix product per group, then the epilogue in place.
+    og = o // groups
+    cols = np.empty((cg * kh * kw, oh * ow), np.float32)
+    for i in range(n):
+        for g in range(groups):
+            im2col(x[i, g * cg:(g + 1) * cg], (kh, kw), (sh, sw), (ph, pw), (dh, dw), out=cols)
+            np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), cols,
+                      out=out[i, g * og:(g + 1) * og].reshape(og, oh * ow))
+    if b is not None:
+        out += b[None, :, None, None]
+    if residual is not None:
+        out += residual
+    if activation == "relu":
+        np.maximum(out, 0, out=out)
+    elif activation == "leaky_relu":
+        np.multiply(out, np.where(out >= 0, np.float32(1), np.float32(alpha)), out=out)
+    elif activation == "silu":
+        silu(out, out=out)
     return out
 
 

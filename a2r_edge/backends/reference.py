@@ -65,6 +65,45 @@ def im2col(x, kernel, stride=(1, 1), pad=(0, 0), dilation=(1, 1)):
     return cols.reshape(c * kh * kw, oh * ow)
 
 
+def activation(y, kind, alpha=0.01):
+    """The activations a conv can fuse: None, 'relu', 'leaky_relu' (slope alpha), 'silu'."""
+    if kind is None:
+        return y
+    if kind == "relu":
+        return np.maximum(y, 0)
+    if kind == "leaky_relu":
+        return np.where(y >= 0, y, y * alpha)
+    if kind == "silu":
+        with np.errstate(over="ignore"):
+            return y / (1 + np.exp(-y))
+    raise ValueError(kind)
+
+
+def conv2d(x, w, b=None, stride=(1, 1), pad=(0, 0), dilation=(1, 1), groups=1,
+           activation_kind=None, alpha=0.01, residual=None):
+    """act(conv(x, w) + b + residual): im2col per group and a float64 matrix product."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    ys = []
+    for i in range(n):
+        parts = []
+        for g in range(groups):
+            cols = im2col(x[i, g * cg:(g + 1) * cg], (kh, kw), stride, pad, dilation)
+            parts.append(w[g * og:(g + 1) * og].reshape(og, -1).astype(np.float64)
+                         @ cols.astype(np.float64))
+        ys.append(np.concatenate(parts))
+    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    y = np.stack(ys).reshape(n, o, oh, ow)
+    if b is not None:
+        y = y + np.asarray(b, np.float64)[None, :, None, None]
+    if residual is not None:
+        y = y + residual
+    return activation(y, activation_kind, alpha).astype(np.float32)
+
+
 def box_mean(a, r):
     """Mean over (2r+1)^2 windows of a (H, W, ...) array, reflect borders "cba|abc"."""
     pad = [(r, r), (r, r)] + [(0, 0)] * (a.ndim - 2)
