@@ -289,6 +289,18 @@ static void gf_hbox(const gf_t *g, const double *restrict cs, float *restrict ou
 
 /* --- per-pixel linear models ------------------------------------------------------------------ */
 
+/* c ? a : b as bit operations: a plain ?: before a division is turned into a branch (the
+ * division may trap), which stops the vectoriser. */
+static inline float gf_select(int c, float a, float b) {
+    const uint32_t m = -(uint32_t)c;
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 /* a, b of one row from stage-1 window sums (sum1), written as planes into slot. */
 static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
     const int64_t w = g->w, sc = g->sc;
@@ -316,7 +328,9 @@ static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
                 *restrict S11 = sum + 6 * w, *restrict S12 = sum + 7 * w, *restrict S22 = sum + 8 * w;
     float *restrict i00 = s->inv, *restrict i01 = s->inv + w, *restrict i02 = s->inv + 2 * w,
           *restrict i11 = s->inv + 3 * w, *restrict i12 = s->inv + 4 * w, *restrict i22 = s->inv + 5 * w;
-    const int guard = eps < GF_GUARD_EPS;
+    const float det_min = eps < GF_GUARD_EPS ? GF_GUARD_DET : 0.0f; /* 0: guard off */
+    /* ivdep: the planes are disjoint; 9 inputs x 6 outputs exceed GCC's run-time alias checks. */
+    #pragma GCC ivdep
     for (int64_t x = 0; x < w; x++) {
         const float m0 = S0[x] * ia, m1 = S1[x] * ia, m2 = S2[x] * ia;
         const float s00 = S00[x] * ia - m0 * m0 + eps, s01 = S01[x] * ia - m0 * m1,
@@ -325,9 +339,8 @@ static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
         const float c00 = s11 * s22 - s12 * s12, c01 = s12 * s02 - s22 * s01,
                     c02 = s01 * s12 - s02 * s11, c11 = s22 * s00 - s02 * s02,
                     c12 = s02 * s01 - s00 * s12, c22 = s00 * s11 - s01 * s01;
-        float det = s00 * c00 + s01 * c01 + s02 * c02;
-        det = (guard && fabsf(det) < GF_GUARD_DET) ? 1.0f : det;
-        const float id = 1.0f / det;
+        const float det = s00 * c00 + s01 * c01 + s02 * c02;
+        const float id = 1.0f / gf_select(fabsf(det) < det_min, 1.0f, det);
         i00[x] = c00 * id;
         i01[x] = c01 * id;
         i02[x] = c02 * id;
@@ -339,6 +352,7 @@ static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
         const float *restrict Sp = sum + (9 + k) * w, *restrict SIp = sum + (9 + sc + 3 * k) * w;
         float *restrict a0 = slot + 3 * k * w, *restrict a1 = a0 + w, *restrict a2 = a0 + 2 * w,
               *restrict b = slot + (3 * sc + k) * w;
+        #pragma GCC ivdep
         for (int64_t x = 0; x < w; x++) {
             const float m0 = S0[x] * ia, m1 = S1[x] * ia, m2 = S2[x] * ia, mp = Sp[x] * ia;
             const float v0 = SIp[x] * ia - m0 * mp, v1 = SIp[w + x] * ia - m1 * mp,
