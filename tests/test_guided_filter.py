@@ -154,7 +154,7 @@ def _brute_force(I, p, r, eps):
     return q.reshape(p.shape)
 
 
-@pytest.mark.parametrize("r", [0, 1, 2, 3, 4, 11])  # 4 = H, 11 > 2*W: several periods
+@pytest.mark.parametrize("r", [0, 1, 2, 3, 4, 11])  # 4 = H; 11 > 2 * W: several periods
 @pytest.mark.parametrize("gc,sc", [(1, 1), (1, 2), (3, 3)])
 def test_reference_vs_brute_force(rng, r, gc, sc):
     g, s = _images(rng, 4, 5, gc, sc)
@@ -180,6 +180,13 @@ def test_nan_does_not_crash(native, rng, gc):
     assert got.shape == s.shape and got.dtype == np.float32
     assert np.isnan(got).any()          # NaN propagates, it is not silently dropped
     assert np.isfinite(got[:2]).all()   # rows whose windows never see the NaN stay finite
+
+
+@pytest.mark.parametrize("r", [300, 303])
+def test_radius_many_periods(native, r):
+    """A window dozens of reflect periods wide: whole periods are counted, not walked."""
+    g, s, want = _case(5, 7, 3, 2, r)
+    np.testing.assert_allclose(ops.guided_filter(g, s, r, 1e-2), want, **FILTER)
 
 
 def test_non_contiguous_and_byteswapped(rng):

@@ -304,7 +304,7 @@ static inline float gf_select(int c, float a, float b) {
 /* a, b of one row from stage-1 window sums (sum1), written as planes into slot. */
 static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
     const int64_t w = g->w, sc = g->sc;
-    const float ia = 1.0f / (float)((2 * g->r + 1) * (2 * g->r + 1)), eps = g->eps;
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1))), eps = g->eps;
     const float *sum = s->sum1;
     if (g->gc == 1) {
         const float *restrict SI = sum, *restrict SII = sum + w;
@@ -371,7 +371,7 @@ static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
 /* q of row y from stage-2 window sums (sum2) and the guide row. */
 static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
     const int64_t w = g->w, sc = g->sc, gc = g->gc;
-    const float ia = 1.0f / (float)((2 * g->r + 1) * (2 * g->r + 1));
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1)));
     const float *gp = g->guide + y * w * gc;
     if (gc > 1) {
         gf_deinterleave(gp, gc, w, s->ga);
