@@ -189,20 +189,6 @@ static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *
     *y = gp + (q % gc) * w;
 }
 
-/* cs1 += Q(rows a) - Q(rows b). */
-static void gf_stage1_update(const gf_t *g, double *cs1, const float *ga, const float *sa,
-                             const float *gb, const float *sb) {
-    for (int64_t q = 0; q < g->k1; q++) {
-        const float *xa, *ya, *xb, *yb;
-        gf_quantity(g, q, ga, sa, &xa, &ya);
-        gf_quantity(g, q, gb, sb, &xb, &yb);
-        if (ya)
-            gf_prod_update(cs1 + q * g->w, xa, ya, xb, yb, g->w);
-        else
-            gf_lin_update(cs1 + q * g->w, xa, xb, g->w);
-    }
-}
-
 /* cs1 += wt * Q(rows a). */
 static void gf_stage1_accum(const gf_t *g, double *cs1, const float *ga, const float *sa, double wt) {
     for (int64_t q = 0; q < g->k1; q++) {
@@ -396,6 +382,23 @@ static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
     if (sc > 1) gf_interleave(planar, sc, w, orow);
 }
 
+/* cs1 += Q(rows a) - Q(rows b), each quantity's window sums right after its update, while its
+ * running sums are still in L1. */
+static void gf_stage1_update(const gf_t *g, gf_scratch *s, const float *ga, const float *sa,
+                             const float *gb, const float *sb) {
+    const int64_t w = g->w;
+    for (int64_t q = 0; q < g->k1; q++) {
+        const float *xa, *ya, *xb, *yb;
+        gf_quantity(g, q, ga, sa, &xa, &ya);
+        gf_quantity(g, q, gb, sb, &xb, &yb);
+        if (ya)
+            gf_prod_update(s->cs1 + q * w, xa, ya, xb, yb, w);
+        else
+            gf_lin_update(s->cs1 + q * w, xa, xb, w);
+        gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
+    }
+}
+
 /* --- one band --------------------------------------------------------------------------------- */
 
 static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
@@ -408,6 +411,7 @@ static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
         const int64_t need = A2R_MIN(hi, y + r);
         while (done < need) {
             const int64_t m = ++done;
+            int fresh = 0; /* window sums already taken by gf_stage1_update */
             if (m == lo) {
                 gf_window_counts(m, r, h, s->cnt);
                 memset(s->cs1, 0, (size_t)(k1 * w) * sizeof(double));
@@ -421,13 +425,16 @@ static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
                 if (jn != jo) {
                     gf_rows(g, jn, s->ga, s->sa, &ga, &sa);
                     gf_rows(g, jo, s->gb, s->sb, &gb, &sb);
-                    gf_stage1_update(g, s->cs1, ga, sa, gb, sb);
+                    gf_stage1_update(g, s, ga, sa, gb, sb);
+                    fresh = 1;
                 }
             }
-            for (int64_t q = 0; q < k1; q++) gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
+            if (!fresh)
+                for (int64_t q = 0; q < k1; q++) gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
             gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
         }
         /* Stage 2: running sums of a, b over the rows around y. */
+        int fresh = 0;
         if (y == y0) {
             gf_window_counts(y, r, h, s->cnt);
             memset(s->cs2, 0, (size_t)(k2 * w) * sizeof(double));
@@ -442,11 +449,15 @@ static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
             if (jn != jo) {
                 const float *na = s->ringbuf + (jn % R) * k2 * w,
                             *ol = s->ringbuf + (jo % R) * k2 * w;
-                for (int64_t q = 0; q < k2; q++)
+                for (int64_t q = 0; q < k2; q++) { /* update, then window sums while in L1 */
                     gf_lin_update(s->cs2 + q * w, na + q * w, ol + q * w, w);
+                    gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
+                }
+                fresh = 1;
             }
         }
-        for (int64_t q = 0; q < k2; q++) gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
+        if (!fresh)
+            for (int64_t q = 0; q < k2; q++) gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
         gf_output(g, s, y);
     }
 }
