@@ -31,6 +31,8 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                     int64_t dil_h, int64_t dil_w, float *out) noexcept
+    int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
+                          int64_t h, int64_t w, int64_t r, float eps, float *out) noexcept
 
 
 # --- runtime -------------------------------------------------------------------------------------
@@ -105,3 +107,11 @@ def im2col(const float[::1] x, int64_t c, int64_t h, int64_t w, int64_t kh, int6
         a2r_im2col(&x[0], c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                    &out[0])
 
+
+def guided_filter(const float[::1] guide, int64_t gc, const float[::1] src, int64_t sc, int64_t h,
+                  int64_t w, int64_t r, float eps, float[::1] out):
+    cdef int status
+    with nogil:
+        status = a2r_guided_filter(&guide[0], gc, &src[0], sc, h, w, r, eps, &out[0])
+    if status == A2R_ENOMEM:
+        raise MemoryError("guided_filter: scratch buffers could not be allocated")

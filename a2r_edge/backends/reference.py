@@ -116,7 +116,14 @@ def box_mean(a, r):
 
 
 def guided_filter(guide, src, radius, eps):
-    """He et al. guided filter; a colour guide solves the 3x3 system (Sigma + eps I) a = cov."""
+    """He et al. guided filter as cv2.ximgproc.guidedFilter computes it (float64 here).
+
+    Box means reflect "cba|abc" at any radius (box_mean). A colour guide solves
+    (Sigma + eps I) a = cov(I, p) through the adjugate of the symmetric 3x3 matrix, and keeps
+    OpenCV's guard (ximgproc guided_filter.cpp): when eps < 1e-2, a determinant with
+    |det| < 1e-6 is replaced by 1, so there a = adj(Sigma + eps I) cov. Without it the
+    reference would differ from cv2 by up to about 1e-2 on smooth pictures with small eps.
+    """
     I = guide.astype(np.float64)
     p = src.astype(np.float64)
     squeeze = p.ndim == 2
@@ -136,7 +143,12 @@ def guided_filter(guide, src, radius, eps):
         sigma = corr - mean_I[..., :, None] * mean_I[..., None, :] + eps * np.eye(3)
         cov_Ip = box_mean(I[..., :, None] * p[..., None, :], radius) \
             - mean_I[..., :, None] * mean_p[..., None, :]                  # (H, W, 3, C)
-        a = np.linalg.solve(sigma, cov_Ip)                                 # (H, W, 3, C)
+        s0, s1, s2 = sigma[..., 0, :], sigma[..., 1, :], sigma[..., 2, :]
+        adj = np.stack([np.cross(s1, s2), np.cross(s2, s0), np.cross(s0, s1)], axis=-2)
+        det = np.einsum("hwk,hwk->hw", s0, adj[..., 0, :])
+        if eps < 1e-2:
+            det = np.where(np.abs(det) < 1e-6, 1.0, det)
+        a = np.einsum("hwij,hwjc->hwic", adj, cov_Ip) / det[..., None, None]  # (H, W, 3, C)
         b = mean_p - np.einsum("hwk,hwkc->hwc", mean_I, a)
         q = np.einsum("hwk,hwkc->hwc", I, box_mean(a, radius)) + box_mean(b, radius)
     q = q.astype(np.float32)

@@ -1,0 +1,537 @@
+/* guided_filter kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
+ *
+ * He et al. guided filter as one streaming sweep per row band, two stages r rows apart:
+ *   stage 1, row m: running column sums (double) of the k1 quantities I_c, I_c*I_d, p_s, I_c*p_s
+ *                   over the 2r+1 rows around m; horizontal window sums; a, b of row m into a ring;
+ *   stage 2, row y: running column sums of a, b over the rows around y (read from the ring);
+ *                   horizontal window sums; q = mean_a . I + mean_b.
+ * Every quantity is a planar row of w floats (inner loops run along x, unit stride). Borders
+ * reflect "cba|abc" with period 2n for any r (OpenCV borderInterpolate, BORDER_REFLECT).
+ * Numerics follow cv2.ximgproc.guidedFilter: eps on the diagonal of the guide covariance; a colour
+ * guide inverts (Sigma + eps I) by cofactors, and when eps < 1e-2 a |det| < 1e-6 is taken as 1.
+ * Running sums are double (exact for float32 terms: no drift over long columns); the window sums
+ * and the per-pixel algebra are float32, as in OpenCV.
+ * Threads: the rows are split into bands, one per thread; each band recomputes stage 1 on its r
+ * halo rows. Scratch: one malloc per band, O((k1 + k2) * w + ring rows * k2 * w).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "a2r_isa.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Horizontal windows up to this length use vectorised block sums (about L/16 + 3 passes over the
+ * row); longer ones a serial running sum in double (O(1) per pixel, but one dependency chain). */
+#define GF_BLOCK_MAX 64
+
+/* OpenCV ximgproc's colour-guide guard (guided_filter.cpp, ComputeCovGuideInv_ParBody): with
+ * eps < 1e-2 a determinant below 1e-6 in magnitude is replaced by 1. Kept to match cv2. */
+#define GF_GUARD_EPS 1e-2f
+#define GF_GUARD_DET 1e-6f
+
+/* Buffers are carved at multiples of 64 bytes (one cache line, one zmm). */
+#define GF_ALIGN 64
+
+typedef struct {
+    const float *guide, *src;
+    float *out;
+    int64_t gc, sc, h, w, r;
+    float eps;
+    int64_t k1, k2;   /* quantities per pixel in stage 1 and stage 2 (a: sc*gc, b: sc) */
+    int64_t ring;     /* rows of a, b kept: min(2r + 2, h) */
+    /* horizontal window, after removing whole periods: sum_k<hlen c[reflect(x + hstart + k)]
+     * + hfull * (2 * sum of the row) */
+    int64_t hlen, hstart, hfull;
+    int64_t pad_len;  /* floats of one padded row: w + hlen - 1 */
+} gf_t;
+
+typedef struct {
+    double *cs1, *cs2;           /* running column sums: k1 * w, k2 * w */
+    float *sum1, *sum2;          /* window sums of the current row: k1 * w, k2 * w */
+    float *pad, *s4, *s16;       /* horizontal pass: pad_len each */
+    float *ga, *gb, *sa, *sb;    /* planar input rows (new, old): gc * w, gc * w, sc * w, sc * w */
+    float *inv;                  /* colour guide: 6 * w inverse covariance entries */
+    float *oq;                   /* planar output row: sc * w */
+    float *ringbuf;              /* ring * k2 * w */
+    int64_t *cnt;                /* h row multiplicities of one window */
+    void *block;
+} gf_scratch;
+
+static inline int64_t gf_reflect(int64_t p, int64_t n) {
+    if (n == 1) return 0;
+    const int64_t period = 2 * n;
+    p %= period;
+    if (p < 0) p += period;
+    return p < n ? p : period - 1 - p;
+}
+
+/* cnt[j] = how many rows v of the window [c - r, c + r] reflect to row j. */
+static void gf_window_counts(int64_t c, int64_t r, int64_t n, int64_t *cnt) {
+    const int64_t len = 2 * r + 1, period = 2 * n;
+    const int64_t full = len / period; /* each whole period holds every row twice */
+    for (int64_t j = 0; j < n; j++) cnt[j] = 2 * full;
+    for (int64_t i = 0, v = c - r; i < len % period; i++, v++) cnt[gf_reflect(v, n)]++;
+}
+
+/* --- planar rows ------------------------------------------------------------------------------ */
+
+static void gf_deinterleave(const float *restrict in, int64_t n, int64_t w, float *restrict out) {
+    if (n == 3) {
+        float *restrict o0 = out, *restrict o1 = out + w, *restrict o2 = out + 2 * w;
+        for (int64_t x = 0; x < w; x++) {
+            o0[x] = in[3 * x];
+            o1[x] = in[3 * x + 1];
+            o2[x] = in[3 * x + 2];
+        }
+    } else if (n == 2) {
+        float *restrict o0 = out, *restrict o1 = out + w;
+        for (int64_t x = 0; x < w; x++) {
+            o0[x] = in[2 * x];
+            o1[x] = in[2 * x + 1];
+        }
+    } else {
+        for (int64_t c = 0; c < n; c++)
+            for (int64_t x = 0; x < w; x++) out[c * w + x] = in[x * n + c];
+    }
+}
+
+static void gf_interleave(const float *restrict in, int64_t n, int64_t w, float *restrict out) {
+    if (n == 3) {
+        const float *restrict i0 = in, *restrict i1 = in + w, *restrict i2 = in + 2 * w;
+        for (int64_t x = 0; x < w; x++) {
+            out[3 * x] = i0[x];
+            out[3 * x + 1] = i1[x];
+            out[3 * x + 2] = i2[x];
+        }
+    } else if (n == 2) {
+        const float *restrict i0 = in, *restrict i1 = in + w;
+        for (int64_t x = 0; x < w; x++) {
+            out[2 * x] = i0[x];
+            out[2 * x + 1] = i1[x];
+        }
+    } else {
+        for (int64_t c = 0; c < n; c++)
+            for (int64_t x = 0; x < w; x++) out[x * n + c] = in[c * w + x];
+    }
+}
+
+/* Planar guide and src rows of image row j: pointers into the input when one channel. */
+static void gf_rows(const gf_t *g, int64_t j, float *gbuf, float *sbuf, const float **gp,
+                    const float **sp) {
+    const float *grow = g->guide + j * g->w * g->gc, *srow = g->src + j * g->w * g->sc;
+    if (g->gc == 1) {
+        *gp = grow;
+    } else {
+        gf_deinterleave(grow, g->gc, g->w, gbuf);
+        *gp = gbuf;
+    }
+    if (g->sc == 1) {
+        *sp = srow;
+    } else {
+        gf_deinterleave(srow, g->sc, g->w, sbuf);
+        *sp = sbuf;
+    }
+}
+
+/* --- running column sums ---------------------------------------------------------------------- */
+/* Terms are float32 values widened to double: a + b - c of such terms is exact in double while the
+ * sums stay below 2^29 times the smallest term's ulp, so a sum never drifts along a column. */
+
+static void gf_lin_update(double *restrict cs, const float *restrict xa, const float *restrict xb,
+                          int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += (double)xa[x] - (double)xb[x];
+}
+
+static void gf_prod_update(double *restrict cs, const float *restrict xa, const float *restrict ya,
+                           const float *restrict xb, const float *restrict yb, int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += (double)(xa[x] * ya[x]) - (double)(xb[x] * yb[x]);
+}
+
+static void gf_lin_accum(double *restrict cs, const float *restrict xa, double wt, int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += wt * (double)xa[x];
+}
+
+static void gf_prod_accum(double *restrict cs, const float *restrict xa, const float *restrict ya,
+                          double wt, int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += wt * (double)(xa[x] * ya[x]);
+}
+
+/* Stage-1 quantity q of planar rows (gp, sp): *x times *y (y NULL for a linear quantity).
+ * Order: I_c (gc), I_c*I_d for c <= d (gc*(gc+1)/2), p_s (sc), I_c*p_s (s major, sc*gc). */
+static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *sp,
+                        const float **x, const float **y) {
+    const int64_t w = g->w, gc = g->gc, npair = gc * (gc + 1) / 2;
+    if (q < gc) {
+        *x = gp + q * w;
+        *y = NULL;
+        return;
+    }
+    q -= gc;
+    if (q < npair) {
+        int64_t c = 0;
+        while (q >= gc - c) q -= gc - c++;
+        *x = gp + c * w;
+        *y = gp + (c + q) * w;
+        return;
+    }
+    q -= npair;
+    if (q < g->sc) {
+        *x = sp + q * w;
+        *y = NULL;
+        return;
+    }
+    q -= g->sc;
+    *x = sp + (q / gc) * w;
+    *y = gp + (q % gc) * w;
+}
+
+/* cs1 += wt * Q(rows a). */
+static void gf_stage1_accum(const gf_t *g, double *cs1, const float *ga, const float *sa, double wt) {
+    for (int64_t q = 0; q < g->k1; q++) {
+        const float *xa, *ya;
+        gf_quantity(g, q, ga, sa, &xa, &ya);
+        if (ya)
+            gf_prod_accum(cs1 + q * g->w, xa, ya, wt, g->w);
+        else
+            gf_lin_accum(cs1 + q * g->w, xa, wt, g->w);
+    }
+}
+
+/* --- horizontal window sums ------------------------------------------------------------------- */
+
+/* out[x] = t0[x] + t1[x] + ... (nt <= 4 terms), added to out when acc. */
+static void gf_add_terms(float *restrict out, const float *const *t, int nt, int acc, int64_t n) {
+    const float *restrict a = t[0], *restrict b = t[nt > 1], *restrict c = t[nt > 2 ? 2 : 0],
+                *restrict d = t[nt > 3 ? 3 : 0];
+    switch (nt * 2 + acc) {
+    case 2: for (int64_t x = 0; x < n; x++) out[x] = a[x]; break;
+    case 3: for (int64_t x = 0; x < n; x++) out[x] += a[x]; break;
+    case 4: for (int64_t x = 0; x < n; x++) out[x] = a[x] + b[x]; break;
+    case 5: for (int64_t x = 0; x < n; x++) out[x] += a[x] + b[x]; break;
+    case 6: for (int64_t x = 0; x < n; x++) out[x] = (a[x] + b[x]) + c[x]; break;
+    case 7: for (int64_t x = 0; x < n; x++) out[x] += (a[x] + b[x]) + c[x]; break;
+    case 8: for (int64_t x = 0; x < n; x++) out[x] = (a[x] + b[x]) + (c[x] + d[x]); break;
+    default: for (int64_t x = 0; x < n; x++) out[x] += (a[x] + b[x]) + (c[x] + d[x]); break;
+    }
+}
+
+/* out[x] = sum_{k < len} pad[x + k], x < n; pad holds n + len - 1 floats. */
+static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len, float *restrict out,
+                           float *restrict s4, float *restrict s16) {
+    if (len > GF_BLOCK_MAX) {
+        double s = 0.0;
+        for (int64_t k = 0; k < len; k++) s += pad[k];
+        for (int64_t x = 0; x < n; x++) {
+            out[x] = (float)s;
+            if (x + 1 < n) s += (double)pad[x + len] - (double)pad[x];
+        }
+        return;
+    }
+    /* Block sums: s4[j] = pad[j..j+3], s16[j] = s4[j] + s4[j+4] + s4[j+8] + s4[j+12]; the
+     * window is nq16 blocks of 16, nq4 blocks of 4 and up to 3 single terms (<= 10 terms). */
+    const int64_t nq16 = len / 16, nq4 = (len % 16) / 4, n1 = len % 4;
+    if (len >= 4)
+        for (int64_t j = 0; j < n + len - 4; j++)
+            s4[j] = (pad[j] + pad[j + 1]) + (pad[j + 2] + pad[j + 3]);
+    if (nq16)
+        for (int64_t j = 0; j < n + len - 16; j++)
+            s16[j] = (s4[j] + s4[j + 4]) + (s4[j + 8] + s4[j + 12]);
+    const float *t[10];
+    int nt = 0;
+    int64_t off = 0;
+    for (int64_t i = 0; i < nq16; i++, off += 16) t[nt++] = s16 + off;
+    for (int64_t i = 0; i < nq4; i++, off += 4) t[nt++] = s4 + off;
+    for (int64_t i = 0; i < n1; i++, off += 1) t[nt++] = pad + off;
+    for (int i = 0; i < nt; i += 4) gf_add_terms(out, t + i, A2R_MIN(nt - i, 4), i > 0, n);
+}
+
+/* out[x] = sum over the horizontal window of x of cs (reflected), as float. */
+static void gf_hbox(const gf_t *g, const double *restrict cs, float *restrict out,
+                    gf_scratch *sc) {
+    const int64_t w = g->w, r = g->r, plen = g->pad_len;
+    float *restrict pad = sc->pad;
+    if (g->hfull == 0 && r <= w) { /* hstart = -r: the row, r reflected values either side */
+        for (int64_t x = 0; x < w; x++) pad[r + x] = (float)cs[x];
+        for (int64_t j = 0; j < r; j++) pad[j] = (float)cs[r - 1 - j];
+        for (int64_t j = r + w; j < plen; j++) pad[j] = (float)cs[2 * w - 1 - (j - r)];
+    } else {
+        for (int64_t j = 0; j < plen; j++) pad[j] = (float)cs[gf_reflect(g->hstart + j, w)];
+    }
+    if (g->hlen > 0)
+        gf_window_sums(pad, w, g->hlen, out, sc->s4, sc->s16);
+    else
+        for (int64_t x = 0; x < w; x++) out[x] = 0.0f;
+    if (g->hfull > 0) { /* whole periods: every column twice per period */
+        double t = 0.0;
+        for (int64_t x = 0; x < w; x++) t += cs[x];
+        const float add = (float)(2.0 * (double)g->hfull * t);
+        for (int64_t x = 0; x < w; x++) out[x] += add;
+    }
+}
+
+/* --- per-pixel linear models ------------------------------------------------------------------ */
+
+/* c ? a : b as bit operations: a plain ?: before a division is turned into a branch (the
+ * division may trap), which stops the vectoriser. */
+static inline float gf_select(int c, float a, float b) {
+    const uint32_t m = -(uint32_t)c;
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
+/* a, b of one row from stage-1 window sums (sum1), written as planes into slot. */
+static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
+    const int64_t w = g->w, sc = g->sc;
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1))), eps = g->eps;
+    const float *sum = s->sum1;
+    if (g->gc == 1) {
+        const float *restrict SI = sum, *restrict SII = sum + w;
+        for (int64_t k = 0; k < sc; k++) {
+            const float *restrict Sp = sum + (2 + k) * w, *restrict SIp = sum + (2 + sc + k) * w;
+            float *restrict a = slot + k * w, *restrict b = slot + (sc + k) * w;
+            for (int64_t x = 0; x < w; x++) {
+                const float mI = SI[x] * ia, mp = Sp[x] * ia;
+                const float var = SII[x] * ia - mI * mI;
+                const float cov = SIp[x] * ia - mI * mp;
+                const float ak = cov / (var + eps);
+                a[x] = ak;
+                b[x] = mp - ak * mI;
+            }
+        }
+        return;
+    }
+    /* Colour guide: symmetric inverse of Sigma + eps I by cofactors (OpenCV's order). */
+    const float *restrict S0 = sum, *restrict S1 = sum + w, *restrict S2 = sum + 2 * w;
+    const float *restrict S00 = sum + 3 * w, *restrict S01 = sum + 4 * w, *restrict S02 = sum + 5 * w,
+                *restrict S11 = sum + 6 * w, *restrict S12 = sum + 7 * w, *restrict S22 = sum + 8 * w;
+    float *restrict i00 = s->inv, *restrict i01 = s->inv + w, *restrict i02 = s->inv + 2 * w,
+          *restrict i11 = s->inv + 3 * w, *restrict i12 = s->inv + 4 * w, *restrict i22 = s->inv + 5 * w;
+    const float det_min = eps < GF_GUARD_EPS ? GF_GUARD_DET : 0.0f; /* 0: guard off */
+    /* ivdep: the planes are disjoint; 9 inputs x 6 outputs exceed GCC's run-time alias checks. */
+    #pragma GCC ivdep
+    for (int64_t x = 0; x < w; x++) {
+        const float m0 = S0[x] * ia, m1 = S1[x] * ia, m2 = S2[x] * ia;
+        const float s00 = S00[x] * ia - m0 * m0 + eps, s01 = S01[x] * ia - m0 * m1,
+                    s02 = S02[x] * ia - m0 * m2, s11 = S11[x] * ia - m1 * m1 + eps,
+                    s12 = S12[x] * ia - m1 * m2, s22 = S22[x] * ia - m2 * m2 + eps;
+        const float c00 = s11 * s22 - s12 * s12, c01 = s12 * s02 - s22 * s01,
+                    c02 = s01 * s12 - s02 * s11, c11 = s22 * s00 - s02 * s02,
+                    c12 = s02 * s01 - s00 * s12, c22 = s00 * s11 - s01 * s01;
+        const float det = s00 * c00 + s01 * c01 + s02 * c02;
+        const float id = 1.0f / gf_select(fabsf(det) < det_min, 1.0f, det);
+        i00[x] = c00 * id;
+        i01[x] = c01 * id;
+        i02[x] = c02 * id;
+        i11[x] = c11 * id;
+        i12[x] = c12 * id;
+        i22[x] = c22 * id;
+    }
+    for (int64_t k = 0; k < sc; k++) {
+        const float *restrict Sp = sum + (9 + k) * w, *restrict SIp = sum + (9 + sc + 3 * k) * w;
+        float *restrict a0 = slot + 3 * k * w, *restrict a1 = a0 + w, *restrict a2 = a0 + 2 * w,
+              *restrict b = slot + (3 * sc + k) * w;
+        #pragma GCC ivdep
+        for (int64_t x = 0; x < w; x++) {
+            const float m0 = S0[x] * ia, m1 = S1[x] * ia, m2 = S2[x] * ia, mp = Sp[x] * ia;
+            const float v0 = SIp[x] * ia - m0 * mp, v1 = SIp[w + x] * ia - m1 * mp,
+                        v2 = SIp[2 * w + x] * ia - m2 * mp;
+            const float x0 = i00[x] * v0 + i01[x] * v1 + i02[x] * v2;
+            const float x1 = i01[x] * v0 + i11[x] * v1 + i12[x] * v2;
+            const float x2 = i02[x] * v0 + i12[x] * v1 + i22[x] * v2;
+            a0[x] = x0;
+            a1[x] = x1;
+            a2[x] = x2;
+            b[x] = mp - x0 * m0 - x1 * m1 - x2 * m2;
+        }
+    }
+}
+
+/* q of row y from stage-2 window sums (sum2) and the guide row. */
+static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
+    const int64_t w = g->w, sc = g->sc, gc = g->gc;
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1)));
+    const float *gp = g->guide + y * w * gc;
+    if (gc > 1) {
+        gf_deinterleave(gp, gc, w, s->ga);
+        gp = s->ga;
+    }
+    float *orow = g->out + y * w * sc;
+    float *planar = sc == 1 ? orow : s->oq;
+    for (int64_t k = 0; k < sc; k++) {
+        const float *restrict Sb = s->sum2 + (gc * sc + k) * w;
+        float *restrict o = planar + k * w;
+        if (gc == 1) {
+            const float *restrict Sa = s->sum2 + k * w, *restrict I = gp;
+            for (int64_t x = 0; x < w; x++) o[x] = (Sa[x] * I[x] + Sb[x]) * ia;
+        } else {
+            const float *restrict Sa0 = s->sum2 + 3 * k * w, *restrict Sa1 = Sa0 + w,
+                        *restrict Sa2 = Sa0 + 2 * w;
+            const float *restrict I0 = gp, *restrict I1 = gp + w, *restrict I2 = gp + 2 * w;
+            for (int64_t x = 0; x < w; x++)
+                o[x] = ((Sa0[x] * I0[x] + Sa1[x] * I1[x]) + (Sa2[x] * I2[x] + Sb[x])) * ia;
+        }
+    }
+    if (sc > 1) gf_interleave(planar, sc, w, orow);
+}
+
+/* cs1 += Q(rows a) - Q(rows b), each quantity's window sums right after its update, while its
+ * running sums are still in L1. */
+static void gf_stage1_update(const gf_t *g, gf_scratch *s, const float *ga, const float *sa,
+                             const float *gb, const float *sb) {
+    const int64_t w = g->w;
+    for (int64_t q = 0; q < g->k1; q++) {
+        const float *xa, *ya, *xb, *yb;
+        gf_quantity(g, q, ga, sa, &xa, &ya);
+        gf_quantity(g, q, gb, sb, &xb, &yb);
+        if (ya)
+            gf_prod_update(s->cs1 + q * w, xa, ya, xb, yb, w);
+        else
+            gf_lin_update(s->cs1 + q * w, xa, xb, w);
+        gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
+    }
+}
+
+/* --- one band --------------------------------------------------------------------------------- */
+
+static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
+    const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
+    const int64_t lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
+    int64_t done = lo - 1; /* last stage-1 row whose a, b are in the ring */
+    const float *ga, *sa, *gb, *sb;
+    for (int64_t y = y0; y < y1; y++) {
+        /* Stage 1 up to the lowest row stage 2 reads at y (all rows when r >= h). */
+        const int64_t need = A2R_MIN(hi, y + r);
+        while (done < need) {
+            const int64_t m = ++done;
+            int fresh = 0; /* window sums already taken by gf_stage1_update */
+            if (m == lo) {
+                gf_window_counts(m, r, h, s->cnt);
+                memset(s->cs1, 0, (size_t)(k1 * w) * sizeof(double));
+                for (int64_t j = 0; j < h; j++) {
+                    if (!s->cnt[j]) continue;
+                    gf_rows(g, j, s->ga, s->sa, &ga, &sa);
+                    gf_stage1_accum(g, s->cs1, ga, sa, (double)s->cnt[j]);
+                }
+            } else {
+                const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
+                if (jn != jo) {
+                    gf_rows(g, jn, s->ga, s->sa, &ga, &sa);
+                    gf_rows(g, jo, s->gb, s->sb, &gb, &sb);
+                    gf_stage1_update(g, s, ga, sa, gb, sb);
+                    fresh = 1;
+                }
+            }
+            if (!fresh)
+                for (int64_t q = 0; q < k1; q++) gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
+            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
+        }
+        /* Stage 2: running sums of a, b over the rows around y. */
+        int fresh = 0;
+        if (y == y0) {
+            gf_window_counts(y, r, h, s->cnt);
+            memset(s->cs2, 0, (size_t)(k2 * w) * sizeof(double));
+            for (int64_t j = 0; j < h; j++) {
+                if (!s->cnt[j]) continue;
+                const float *slot = s->ringbuf + (j % R) * k2 * w;
+                for (int64_t q = 0; q < k2; q++)
+                    gf_lin_accum(s->cs2 + q * w, slot + q * w, (double)s->cnt[j], w);
+            }
+        } else {
+            const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
+            if (jn != jo) {
+                const float *na = s->ringbuf + (jn % R) * k2 * w,
+                            *ol = s->ringbuf + (jo % R) * k2 * w;
+                for (int64_t q = 0; q < k2; q++) { /* update, then window sums while in L1 */
+                    gf_lin_update(s->cs2 + q * w, na + q * w, ol + q * w, w);
+                    gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
+                }
+                fresh = 1;
+            }
+        }
+        if (!fresh)
+            for (int64_t q = 0; q < k2; q++) gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
+        gf_output(g, s, y);
+    }
+}
+
+/* --- scratch ---------------------------------------------------------------------------------- */
+
+static size_t gf_round(size_t bytes) { return (bytes + GF_ALIGN - 1) / GF_ALIGN * GF_ALIGN; }
+
+static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
+    const size_t w = (size_t)g->w, k1 = (size_t)g->k1, k2 = (size_t)g->k2, fs = sizeof(float),
+                 ds = sizeof(double), plen = (size_t)g->pad_len;
+    const size_t sizes[] = {
+        gf_round(k1 * w * ds), gf_round(k2 * w * ds),                        /* cs1, cs2 */
+        gf_round(k1 * w * fs), gf_round(k2 * w * fs),                        /* sum1, sum2 */
+        gf_round(plen * fs), gf_round(plen * fs), gf_round(plen * fs),       /* pad, s4, s16 */
+        gf_round((size_t)g->gc * w * fs), gf_round((size_t)g->gc * w * fs),  /* ga, gb */
+        gf_round((size_t)g->sc * w * fs), gf_round((size_t)g->sc * w * fs),  /* sa, sb */
+        gf_round(6 * w * fs), gf_round((size_t)g->sc * w * fs),              /* inv, oq */
+        gf_round((size_t)g->ring * k2 * w * fs),                             /* ring */
+        gf_round((size_t)g->h * sizeof(int64_t)),                            /* cnt */
+    };
+    size_t total = GF_ALIGN;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    s->block = malloc(total);
+    if (!s->block) return A2R_ENOMEM;
+    char *p = (char *)(((uintptr_t)s->block + GF_ALIGN - 1) / GF_ALIGN * GF_ALIGN);
+    void **dst[] = {(void **)&s->cs1, (void **)&s->cs2, (void **)&s->sum1, (void **)&s->sum2,
+                    (void **)&s->pad, (void **)&s->s4, (void **)&s->s16, (void **)&s->ga,
+                    (void **)&s->gb, (void **)&s->sa, (void **)&s->sb, (void **)&s->inv,
+                    (void **)&s->oq, (void **)&s->ringbuf, (void **)&s->cnt};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *dst[i] = p;
+        p += sizes[i];
+    }
+    return A2R_OK;
+}
+
+int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *src, int64_t sc,
+                                  int64_t h, int64_t w, int64_t r, float eps, float *out) {
+    gf_t g = {guide, src, out, gc, sc, h, w, r, eps, 0, 0, 0, 0, 0, 0, 0};
+    g.k1 = gc + gc * (gc + 1) / 2 + sc + sc * gc;
+    g.k2 = sc * (gc + 1);
+    g.ring = A2R_MIN(2 * r + 2, h);
+    const int64_t len = 2 * r + 1, period = 2 * w;
+    if (len < period) {
+        g.hlen = len;
+        g.hstart = -r;
+    } else { /* drop whole periods: they add 2 * (row sum) each */
+        g.hfull = len / period;
+        g.hlen = len % period;
+        g.hstart = ((-r) % period + period) % period;
+    }
+    g.pad_len = w + A2R_MAX(g.hlen, 1) - 1;
+
+    /* Bands: one per thread, when the image is worth it; each band costs r extra stage-1 rows
+     * per side, so a band is never thinner than that. */
+    int64_t nb = a2r_num_threads();
+    if (h * w * (g.k1 + g.k2) < 4 * A2R_PAR_GRAIN) nb = 1;
+    nb = A2R_MAX(1, A2R_MIN(nb, h / A2R_MAX(r, 1)));
+    gf_scratch stack_one, *sc_all = &stack_one;
+    if (nb > 1) {
+        sc_all = malloc((size_t)nb * sizeof(gf_scratch));
+        if (!sc_all) return A2R_ENOMEM;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        if (gf_scratch_alloc(&g, &sc_all[b]) != A2R_OK) {
+            for (int64_t i = 0; i < b; i++) free(sc_all[i].block);
+            if (sc_all != &stack_one) free(sc_all);
+            return A2R_ENOMEM;
+        }
+    }
+    #pragma omp parallel for schedule(static, 1) num_threads((int)nb) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++) gf_band(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
+    for (int64_t b = 0; b < nb; b++) free(sc_all[b].block);
+    if (sc_all != &stack_one) free(sc_all);
+    return A2R_OK;
+}
