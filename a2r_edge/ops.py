@@ -305,7 +305,10 @@ def guided_filter(guide, src, radius, eps):
     """He et al. guided filter of float32 ``src`` (H, W) or (H, W, C) by ``guide`` (H, W) or
     (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc").
 
-    Equals ``cv2.ximgproc.guidedFilter(guide, src, radius, eps)`` within 1e-4.
+    Equals ``cv2.ximgproc.guidedFilter(guide, src, radius, eps)`` within 1e-4, including its
+    colour-guide rule: with eps < 1e-2, a 3x3 system whose determinant is below 1e-6 in
+    magnitude is solved as if the determinant were 1. NaN or inf in the input spreads down its
+    column (running sums), as in the reference.
     """
     guide = _array(guide, "guide", np.float32, (2, 3), "(H, W) or (H, W, 3)")
     src = _array(src, "src", np.float32, (2, 3), "(H, W) or (H, W, C)")
