@@ -34,9 +34,10 @@ def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
 
 
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
-    """Measured copy bandwidth in bytes/s (bytes read + bytes written), ``threads`` threads each
-    copying its own slice with numpy (which releases the GIL for large copies). Measured anew
-    beside each comparison: on a shared machine it drifts between runs."""
+    """Measured copy bandwidth in bytes/s (bytes read + bytes written) of an ``nbytes`` array,
+    ``threads`` threads each copying its own slice with numpy (which releases the GIL for large
+    copies). Measured anew beside each comparison, with the op's own footprint: on a shared
+    machine it drifts between runs, and a footprint that fits the caches copies faster."""
     src = np.ones(nbytes // 4, np.float32)
     dst = np.empty_like(src)
     parts = np.array_split(np.arange(src.size), threads)
@@ -84,7 +85,7 @@ def compare(benchmark, ours, peer=None, *, op: str, case: str, threads: int,
             row["target"] = f">= {target:g}x {peer_name}"
             row["met"] = row["speedup"] >= target
     if bytes_moved is not None:
-        bw = copy_bandwidth(threads)
+        bw = copy_bandwidth(threads, nbytes=max(bytes_moved // 2, 1 << 20))
         row.update(gbps=bytes_moved / t_ours / 1e9, copy_gbps=bw / 1e9,
                    of_copy=bytes_moved / t_ours / bw)
         if target_bandwidth is not None:
