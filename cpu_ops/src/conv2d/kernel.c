@@ -120,12 +120,24 @@ static inline void gather(float *restrict dst, const float *restrict src, int64_
     for (int64_t t = 0; t < n; t++) dst[t] = src[t * S];
 }
 
+/* Valid output-x range [x0, x1) of each kernel column j (input x inside the image), computed
+ * once per call: divisions per packed row would cost more than the copy itself. */
+#define KW_MAX 32 /* wider kernels fall back to computing the range per row */
+static inline void valid_x(const a2r_conv2d_shape *s, int64_t j, int64_t *x0, int64_t *x1) {
+    const int64_t offx = j * s->dil_w - s->pad_w;
+    *x0 = first_valid(offx, s->stride_w);
+    *x1 = first_valid(offx - s->w, s->stride_w);
+}
+
 /* im2col of pixels [p0, p0 + np) of one image-group xg (cg, h, w) into npan panels of K x NR. */
 static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
                    int64_t p0, int64_t np, int64_t npan, float *restrict bt) {
     const int64_t sh = s->stride_h, sw = s->stride_w, h = s->h, w = s->w, ow = g->ow;
+    int64_t xr[2 * KW_MAX];
+    for (int64_t j = 0; j < A2R_MIN(s->kw, KW_MAX); j++) valid_x(s, j, &xr[2 * j], &xr[2 * j + 1]);
     for (int64_t pan = 0; pan < npan; pan++) {
         const int64_t pa = p0 + pan * NR, len_pan = A2R_MAX(0, A2R_MIN(NR, p0 + np - pa));
+        const int64_t oy0 = pa / ow, ox0 = pa % ow;
         float *restrict d = bt + pan * g->k * NR;
         for (int64_t ci = 0; ci < g->cg; ci++) {
             const float *plane = xg + ci * h * w;
@@ -133,30 +145,36 @@ static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *re
                 const int64_t offy = i * s->dil_h - s->pad_h;
                 for (int64_t j = 0; j < s->kw; j++, d += NR) {
                     const int64_t offx = j * s->dil_w - s->pad_w;
-                    const int64_t x0 = first_valid(offx, sw), x1 = first_valid(offx - w, sw);
-                    int64_t q = 0, oy = pa / ow, ox = pa % ow;
+                    int64_t x0, x1;
+                    if (j < KW_MAX) {
+                        x0 = xr[2 * j];
+                        x1 = xr[2 * j + 1];
+                    } else {
+                        valid_x(s, j, &x0, &x1);
+                    }
+                    int64_t q = 0, oy = oy0, ox = ox0;
                     while (q < len_pan) {
                         const int64_t len = A2R_MIN(ow - ox, len_pan - q);
                         const int64_t iy = oy * sh + offy;
                         if (iy < 0 || iy >= h) {
-                            memset(d + q, 0, (size_t)len * sizeof *d);
+                            v_zero_n(d + q, len);
                         } else {
                             const int64_t a = A2R_MAX(0, A2R_MIN(x0 - ox, len));
                             const int64_t e = A2R_MAX(a, A2R_MIN(x1 - ox, len));
                             const float *src = plane + iy * w + (ox + a) * sw + offx;
-                            memset(d + q, 0, (size_t)a * sizeof *d);
+                            v_zero_n(d + q, a);
                             switch (sw) {
-                            case 1: memcpy(d + q + a, src, (size_t)(e - a) * sizeof *d); break;
+                            case 1: v_copy_n(d + q + a, src, e - a); break;
                             case 2: gather(d + q + a, src, e - a, 2); break;
                             default: gather(d + q + a, src, e - a, sw); break;
                             }
-                            memset(d + q + e, 0, (size_t)(len - e) * sizeof *d);
+                            v_zero_n(d + q + e, len - e);
                         }
                         q += len;
                         oy++;
                         ox = 0;
                     }
-                    memset(d + len_pan, 0, (size_t)(NR - len_pan) * sizeof *d);
+                    v_zero_n(d + len_pan, NR - len_pan);
                 }
             }
         }

@@ -26,6 +26,9 @@ typedef __m512 v_t;
 #define v_store(p, v) _mm512_storeu_ps((p), (v))
 #define v_set1(s) _mm512_set1_ps(s)
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+/* First r < VL lanes; the other lanes are neither read nor written (no fault past the end). */
+#define v_load_part(p, r) _mm512_maskz_loadu_ps((__mmask16)((1u << (r)) - 1), (p))
+#define v_store_part(p, v, r) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (r)) - 1), (v))
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 typedef __m256 v_t;
@@ -37,6 +40,10 @@ typedef __m256 v_t;
 #define v_store(p, v) _mm256_storeu_ps((p), (v))
 #define v_set1(s) _mm256_set1_ps(s)
 #define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+static const int32_t v_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+#define v_mask(r) _mm256_loadu_si256((const __m256i *)(v_mask_table + 8 - (r)))
+#define v_load_part(p, r) _mm256_maskload_ps((p), v_mask(r))
+#define v_store_part(p, v, r) _mm256_maskstore_ps((p), v_mask(r), (v))
 #elif defined(__SSE2__)
 #include <emmintrin.h>
 typedef __m128 v_t;
@@ -61,5 +68,27 @@ typedef float v_t;
 #endif
 
 #define NR (NV * VL)
+
+/* d[t] = s[t] for t < n, whole vectors and one partial one: no library call for the short runs
+ * (one image row inside one panel) that im2col packing is made of. */
+static inline void v_copy_n(float *restrict d, const float *restrict s, int64_t n) {
+    int64_t t = 0;
+    for (; t + VL <= n; t += VL) v_store(d + t, v_load(s + t));
+#ifdef v_load_part
+    if (t < n) v_store_part(d + t, v_load_part(s + t, n - t), n - t);
+#else
+    for (; t < n; t++) d[t] = s[t];
+#endif
+}
+
+static inline void v_zero_n(float *d, int64_t n) {
+    int64_t t = 0;
+    for (; t + VL <= n; t += VL) v_store(d + t, v_zero());
+#ifdef v_load_part
+    if (t < n) v_store_part(d + t, v_zero(), n - t);
+#else
+    for (; t < n; t++) d[t] = 0.0f;
+#endif
+}
 
 #endif
