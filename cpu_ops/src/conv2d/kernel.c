@@ -216,20 +216,41 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
         for (int64_t i = 0; i < s->kh; i++) {
             const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
             if (iy < 0 || iy >= h) continue;
+            const float *xrow = xp + iy * w;
+            const float *wr = wc + i * s->kw;
+            /* Common 3-tap stride-1 row: the pixels where all three taps are inside the image
+             * take all three in one pass (one load and store of y instead of three). */
+            int64_t xa = 0, xb = 0;
+            if (s->kw == 3 && sw == 1) {
+                xa = A2R_MIN(A2R_MAX(0, s->pad_w), ow);
+                xb = A2R_MAX(xa, A2R_MIN(ow, w + s->pad_w - 2 * s->dil_w));
+                const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w;
+                const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
+                const float *restrict src = xrow + xa - s->pad_w;
+                float *restrict d = yr + xa;
+                for (int64_t t = 0; t < xb - xa; t++)
+                    d[t] = A2R_MADD(w2, src[t + d2], A2R_MADD(w1, src[t + d1],
+                                                              A2R_MADD(w0, src[t], d[t])));
+            }
             for (int64_t j = 0; j < s->kw; j++) {
                 const int64_t offx = j * s->dil_w - s->pad_w;
                 const int64_t x0 = A2R_MIN(first_valid(offx, sw), ow);
                 const int64_t x1 = A2R_MAX(x0, A2R_MIN(ow, first_valid(offx - w, sw)));
-                const float wv = wc[i * s->kw + j];
-                const float *restrict src = xp + iy * w + x0 * sw + offx;
-                float *restrict d = yr + x0;
-                const int64_t n = x1 - x0;
-                if (sw == 1) {
-                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t], d[t]);
-                } else if (sw == 2) {
-                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[2 * t], d[t]);
-                } else {
-                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t * sw], d[t]);
+                /* the pieces of [x0, x1) left of and right of the fused range [xa, xb) */
+                const int64_t ranges[2][2] = {{x0, A2R_MIN(x1, xa)}, {A2R_MAX(x0, xb), x1}};
+                for (int rg = 0; rg < 2; rg++) {
+                    const int64_t r0 = ranges[rg][0], n = ranges[rg][1] - r0;
+                    if (n <= 0) continue;
+                    const float wv = wr[j];
+                    const float *restrict src = xrow + r0 * sw + offx;
+                    float *restrict d = yr + r0;
+                    if (sw == 1) {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t], d[t]);
+                    } else if (sw == 2) {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[2 * t], d[t]);
+                    } else {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t * sw], d[t]);
+                    }
                 }
             }
         }
