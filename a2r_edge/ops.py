@@ -17,7 +17,7 @@ from .backends import cpu as _cpu  # sets the ISA level and threads before the f
 from . import _kernels
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
-           "im2col", "conv2d", "guided_filter"]
+           "im2col", "conv2d", "Conv2d", "guided_filter"]
 
 _ACT_NONE, _ACT_SILU = 0, 1
 
@@ -239,66 +239,109 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
 
 
 ACTIVATIONS = (None, "relu", "leaky_relu", "silu")
+_ACT_CODES = {None: _ACT_NONE, "silu": _ACT_SILU, "relu": 2, "leaky_relu": 3}  # a2r_kernels.h
+
+
+class Conv2d:
+    """A 2-D convolution with its weights packed once for the native micro-kernel.
+
+    ``Conv2d(w, b, stride, pad, dilation, groups, activation, alpha=0.01)`` validates and packs
+    w (O, C/groups, kh, kw) float32; calling it with x (N, C, H, W) float32 returns
+    ``activation(conv(x, w) + b + residual)`` as float32 (N, O, OH, OW), zero padding.
+    stride, pad, dilation: an int or an (h, w) pair. activation: None, 'relu', 'leaky_relu'
+    (negative slope ``alpha``) or 'silu'. residual: float32 (N, O, OH, OW) added before the
+    activation (a ResNet skip). The scratch buffer is kept and reused across calls; one instance
+    must not be called from two threads at once.
+
+    >>> conv = Conv2d(np.ones((8, 3, 3, 3), np.float32), pad=1, activation="relu")
+    >>> conv(np.ones((1, 3, 16, 16), np.float32)).shape
+    (1, 8, 16, 16)
+    """
+
+    def __init__(self, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None, *,
+                 alpha=0.01):
+        w = _array(w, "w", np.float32, (4,), "(O, C/groups, kh, kw)")
+        self.groups = _int(groups, "groups", 1)
+        self.stride, self.pad = _pair(stride, "stride", 1), _pair(pad, "pad", 0)
+        self.dilation = _pair(dilation, "dilation", 1)
+        o, cg, kh, kw = w.shape
+        if o % self.groups:
+            raise ValueError(f"groups={self.groups} must divide w's outputs ({o})")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        self.activation = activation
+        self.alpha = _real(alpha, "alpha")
+        if b is not None:
+            b = _array(b, "b", np.float32, (1,), f"({o},)")
+            if b.shape != (o,):
+                raise ValueError(f"b must have shape ({o},), got {b.shape}")
+        self.w, self.b = w.copy(), (None if b is None else b.copy())  # immune to caller edits
+        self._packed: dict[int, np.ndarray] = {}   # ISA level -> packed weights (layout differs)
+        self._workspace = np.empty(0, np.float32)
+
+    def _shape(self, x_shape) -> tuple:
+        n, c, h, wd = x_shape
+        o, _, kh, kw = self.w.shape
+        return (n, c, h, wd, o, self.groups, kh, kw, *self.stride, *self.pad, *self.dilation)
+
+    def output_shape(self, x_shape) -> tuple[int, int, int, int]:
+        """(N, O, OH, OW) for an input of shape x_shape (N, C, H, W); ValueError if it does not fit."""
+        n, c, h, wd = x_shape
+        o, cg, kh, kw = self.w.shape
+        (sh, sw), (ph, pw), (dh, dw) = self.stride, self.pad, self.dilation
+        if c != cg * self.groups:
+            raise ValueError(f"x must have C = groups * w.shape[1] = {cg * self.groups} channels "
+                             f"for w of shape {self.w.shape} and groups={self.groups}, got "
+                             f"shape {tuple(x_shape)}")
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        if oh < 1 or ow < 1:
+            raise ValueError(f"kernel {(kh, kw)} with dilation {(dh, dw)} does not fit x of shape "
+                             f"{tuple(x_shape)} padded by {(ph, pw)}: output would be {oh}x{ow}")
+        return n, o, oh, ow
+
+    def __call__(self, x, residual=None, out=None):
+        x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+        n, o, oh, ow = self.output_shape(x.shape)
+        if residual is not None:
+            residual = _array(residual, "residual", np.float32, (4,), f"({n}, {o}, {oh}, {ow})")
+            if residual.shape != (n, o, oh, ow):
+                raise ValueError(f"residual must have shape {(n, o, oh, ow)}, got "
+                                 f"{residual.shape}")
+        out = _out(out, (n, o, oh, ow), np.float32, x,
+                   *([residual] if residual is not None else []))
+        shape = self._shape(x.shape)
+        level = _kernels.get_isa()
+        packed = self._packed.get(level)
+        if packed is None:
+            packed = np.empty(_kernels.conv2d_packed_size(shape), np.float32)
+            _kernels.conv2d_pack(shape, self.w.reshape(-1), packed)
+            self._packed[level] = packed
+        need = _kernels.conv2d_workspace_size(shape)
+        if self._workspace.size < need:
+            self._workspace = np.empty(need, np.float32)
+        _kernels.conv2d(shape, x.reshape(-1), packed, self.b,
+                        None if residual is None else residual.reshape(-1),
+                        _ACT_CODES[self.activation], self.alpha, self._workspace,
+                        out.reshape(-1))
+        return out
 
 
 def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None, *,
            alpha=0.01, residual=None, out=None):
     """2-D convolution of float32 (N, C, H, W) by w (O, C/groups, kh, kw), zero padding, with the
-    epilogue fused: ``y = activation(conv(x, w) + b + residual)``.
+    epilogue fused: ``y = activation(conv(x, w) + b + residual)``. One-shot ``Conv2d``: to run
+    the same weights many times, build a ``Conv2d`` once (it packs the weights once).
 
     stride, pad, dilation: an int or an (h, w) pair. activation: None, 'relu', 'leaky_relu'
     (negative slope ``alpha``) or 'silu'. residual: float32 (N, O, OH, OW) added before the
     activation (a ResNet skip). Returns float32 (N, O, OH, OW).
     """
     x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
-    w = _array(w, "w", np.float32, (4,), "(O, C/groups, kh, kw)")
-    groups = _int(groups, "groups", 1)
-    (sh, sw), (ph, pw) = _pair(stride, "stride", 1), _pair(pad, "pad", 0)
-    (dh, dw) = _pair(dilation, "dilation", 1)
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    if c % groups or o % groups:
-        raise ValueError(f"groups={groups} must divide x's channels ({c}) and w's outputs ({o})")
-    if cg != c // groups:
-        raise ValueError(f"w must have shape (O, C/groups, kh, kw) = (O, {c // groups}, kh, kw) "
-                         f"for x with {c} channels and groups={groups}, got {w.shape}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    alpha = _real(alpha, "alpha")
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if oh < 1 or ow < 1:
-        raise ValueError(f"kernel {(kh, kw)} with dilation {(dh, dw)} does not fit x of shape "
-                         f"{x.shape} padded by {(ph, pw)}: output would be {oh}x{ow}")
-    if b is not None:
-        b = _array(b, "b", np.float32, (1,), f"({o},)")
-        if b.shape != (o,):
-            raise ValueError(f"b must have shape ({o},), got {b.shape}")
-    if residual is not None:
-        residual = _array(residual, "residual", np.float32, (4,), f"({n}, {o}, {oh}, {ow})")
-        if residual.shape != (n, o, oh, ow):
-            raise ValueError(f"residual must have shape {(n, o, oh, ow)}, got {residual.shape}")
-    out = _out(out, (n, o, oh, ow), np.float32, x,
-               *([residual] if residual is not None else []), inplace_ok=False)
-    # im2col (native) + one BLAS matrix product per group, then the epilogue in place.
-    og = o // groups
-    cols = np.empty((cg * kh * kw, oh * ow), np.float32)
-    for i in range(n):
-        for g in range(groups):
-            im2col(x[i, g * cg:(g + 1) * cg], (kh, kw), (sh, sw), (ph, pw), (dh, dw), out=cols)
-            np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), cols,
-                      out=out[i, g * og:(g + 1) * og].reshape(og, oh * ow))
-    if b is not None:
-        out += b[None, :, None, None]
-    if residual is not None:
-        out += residual
-    if activation == "relu":
-        np.maximum(out, 0, out=out)
-    elif activation == "leaky_relu":
-        np.multiply(out, np.where(out >= 0, np.float32(1), np.float32(alpha)), out=out)
-    elif activation == "silu":
-        silu(out, out=out)
-    return out
+    conv = Conv2d(w, b, stride, pad, dilation, groups, activation, alpha=alpha)
+    if x.shape[1] % conv.groups:
+        raise ValueError(f"groups={conv.groups} must divide x's channels ({x.shape[1]})")
+    return conv(x, residual=residual, out=out)
 
 
 def guided_filter(guide, src, radius, eps):

@@ -31,6 +31,16 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                     int64_t dil_h, int64_t dil_w, float *out) noexcept
+    ctypedef struct a2r_conv2d_shape:
+        int64_t n, c, h, w, o, groups, kh, kw
+        int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w
+    int64_t a2r_conv2d_packed_size(const a2r_conv2d_shape *s) noexcept
+    void a2r_conv2d_pack(const a2r_conv2d_shape *s, const float *w, float *packed) noexcept
+    int64_t a2r_conv2d_workspace_size(const a2r_conv2d_shape *s) noexcept
+    void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed,
+                    const float *bias, const float *residual, int activation, float alpha,
+                    float *workspace, int64_t workspace_floats, float *y) noexcept
+    double a2r_fma_peak(int64_t iters, float *sink) noexcept
     int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
                           int64_t h, int64_t w, int64_t r, float eps, float *out) noexcept
 
@@ -106,6 +116,57 @@ def im2col(const float[::1] x, int64_t c, int64_t h, int64_t w, int64_t kh, int6
     with nogil:
         a2r_im2col(&x[0], c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                    &out[0])
+
+
+cdef a2r_conv2d_shape _conv_shape(tuple shape):
+    """shape = (n, c, h, w, o, groups, kh, kw, sh, sw, ph, pw, dh, dw)."""
+    cdef a2r_conv2d_shape s
+    (s.n, s.c, s.h, s.w, s.o, s.groups, s.kh, s.kw,
+     s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w) = shape
+    return s
+
+
+def conv2d_packed_size(tuple shape):
+    """Floats of packed weights at the active ISA level (shape: see _conv_shape)."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    return a2r_conv2d_packed_size(&s)
+
+
+def conv2d_pack(tuple shape, const float[::1] w, float[::1] packed):
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    with nogil:
+        a2r_conv2d_pack(&s, &w[0], &packed[0])
+
+
+def conv2d_workspace_size(tuple shape):
+    """Floats of scratch at the active ISA level and thread count."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    return a2r_conv2d_workspace_size(&s)
+
+
+def conv2d(tuple shape, const float[::1] x, const float[::1] packed, const float[::1] bias,
+           const float[::1] residual, int activation, float alpha, float[::1] workspace,
+           float[::1] y):
+    """bias, residual: None when absent."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    cdef const float *b = NULL
+    cdef const float *r = NULL
+    if bias is not None:
+        b = &bias[0]
+    if residual is not None:
+        r = &residual[0]
+    with nogil:
+        a2r_conv2d(&s, &x[0], &packed[0], b, r, activation, alpha, &workspace[0],
+                   workspace.shape[0], &y[0])
+
+
+def fma_peak(int64_t iters):
+    """Run the FMA roofline loop on the current thread count; returns the flops done."""
+    cdef float sink = 0
+    cdef double flops
+    with nogil:
+        flops = a2r_fma_peak(iters, &sink)
+    return flops
 
 
 def guided_filter(const float[::1] guide, int64_t gc, const float[::1] src, int64_t sc, int64_t h,

@@ -12,7 +12,8 @@ from a2r_edge import _kernels, _settings, hardware
 from a2r_edge.backends import cpu
 
 OPS = ("preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
-       "im2col", "guided_filter")
+       "im2col", "conv2d", "conv2d_pack", "conv2d_packed_size", "conv2d_workspace_size",
+       "fma_peak", "guided_filter")
 
 
 def run_python(code, **env):

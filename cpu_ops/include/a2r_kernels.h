@@ -66,6 +66,32 @@ void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w,
                 int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
                 int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w, float *out);
 
+/* conv2d: y = act(conv(x, w) + bias + residual), x (n, c, h, w), w (o, c/groups, kh, kw), zero
+ * padding, y and residual (n, o, oh, ow) with oh, ow as in a2r_im2col (both > 0).
+ * Weights are packed once for the active ISA level's micro-kernel (a2r_conv2d_pack); a packing is
+ * valid only at the ISA level it was made at (the caller keeps one per level).
+ * Scratch: the caller passes `workspace` of a2r_conv2d_workspace_size() floats, asked for at the
+ * active ISA level and thread count; a call runs on at most as many threads as the workspace has
+ * slots for, so a smaller workspace is slower, never unsafe (>= 1 slot required). No allocation.
+ * Layout and tiling: cpu_ops/src/conv2d/kernel.c. bias and residual may be NULL. */
+#define A2R_ACT_RELU 2       /* max(v, 0); conv2d epilogue */
+#define A2R_ACT_LEAKY_RELU 3 /* v >= 0 ? v : alpha * v; conv2d epilogue */
+typedef struct {
+    int64_t n, c, h, w, o, groups, kh, kw;
+    int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+} a2r_conv2d_shape;
+int64_t a2r_conv2d_packed_size(const a2r_conv2d_shape *s); /* floats */
+void a2r_conv2d_pack(const a2r_conv2d_shape *s, const float *w, float *packed);
+int64_t a2r_conv2d_workspace_size(const a2r_conv2d_shape *s); /* floats */
+void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, const float *bias,
+                const float *residual, int activation, float alpha, float *workspace,
+                int64_t workspace_floats, float *y);
+
+/* fma_peak: the FMA throughput ceiling (roofline). Each thread runs `iters` rounds of independent
+ * vector FMAs on registers; returns the floating-point operations done (2 per lane per FMA) so
+ * the caller divides by its own wall time. `sink` (1 float) keeps the results live. */
+double a2r_fma_peak(int64_t iters, float *sink);
+
 /* guided_filter (He et al.), box means over (2r+1)^2 windows, reflect borders "cba|abc" at any r.
  *   guide: h*w*gc floats, gc = 1 (gray) or 3 (colour, HWC); src: h*w*sc floats (HWC); out like src.
  * Returns A2R_ENOMEM when its scratch buffers cannot be allocated. */

@@ -1,0 +1,334 @@
+/* conv2d kernel body (contract: a2r_kernels.h). Compiled once per ISA level; the register tile
+ * MR x NR and the vector ops come from simd.h.
+ *
+ * Per group g the convolution is the GEMM  Y_g (og x P) = W_g (og x K) * B (K x P),
+ * K = cg*kh*kw, P = oh*ow, B = im2col(x). It is computed in tiles of NT output pixels:
+ *   1. B's NT columns are im2col'ed straight into the micro-kernel layout: NT/NR panels, each
+ *      K rows of NR consecutive pixels (pixels past P are zeros). A 1x1 stride-1 pad-0 conv
+ *      reads x in place (B = x, row stride P); only a partial last panel is copied.
+ *   2. For each MR-row block of the packed weights (K steps of MR floats, made once by
+ *      a2r_conv2d_pack) the micro-kernel multiplies it by every panel into a C tile.
+ *   3. The epilogue adds bias and residual and applies the activation while the C tile is in
+ *      cache, writing y once.
+ * Work items = (image, group, pixel tile, block of output rows); rows are split only when there
+ * are too few pixel tiles to feed every thread. Depthwise convs (cg = og = 1) skip the GEMM:
+ * each output row is accumulated tap by tap in place, unit stride along x.
+ *
+ * Scratch: one slot per thread in the caller's workspace (B tile K*NT + C tile og_pad*NT floats,
+ * NT sized so the B tile stays within B_TILE_BYTES); nothing is allocated here. */
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "a2r_math.h"
+#include "simd.h"
+
+/* B tile budget: with the packed weights (<= 590 KB at C = O = 128, 3x3) it stays inside a 1-2 MB
+ * L2; the tile never holds more than 8 panels (more columns add no reuse of a weight block). */
+#define B_TILE_BYTES (192 * 1024)
+#define MAX_PANELS 8
+/* Floats of slack per slot to start each slot on a 64-byte line. */
+#define ALIGN_FLOATS 16
+
+typedef struct {
+    int64_t oh, ow, p, cg, og, k, og_pad, nt, slot;
+    int direct, depthwise;
+} geometry;
+
+static geometry geometry_of(const a2r_conv2d_shape *s) {
+    geometry g;
+    g.oh = (s->h + 2 * s->pad_h - s->dil_h * (s->kh - 1) - 1) / s->stride_h + 1;
+    g.ow = (s->w + 2 * s->pad_w - s->dil_w * (s->kw - 1) - 1) / s->stride_w + 1;
+    g.p = g.oh * g.ow;
+    g.cg = s->c / s->groups;
+    g.og = s->o / s->groups;
+    g.k = g.cg * s->kh * s->kw;
+    g.og_pad = (g.og + MR - 1) / MR * MR;
+    g.direct = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
+               s->pad_h == 0 && s->pad_w == 0;
+    g.depthwise = g.cg == 1 && g.og == 1;
+    int64_t panels = B_TILE_BYTES / ((int64_t)sizeof(float) * g.k * NR);
+    panels = A2R_MAX(1, A2R_MIN(panels, MAX_PANELS));
+    panels = A2R_MIN(panels, (g.p + NR - 1) / NR);
+    g.nt = panels * NR;
+    g.slot = g.depthwise ? 0 : g.k * g.nt + g.og_pad * g.nt + ALIGN_FLOATS;
+    return g;
+}
+
+int64_t A2R_KERNEL(a2r_conv2d_packed_size)(const a2r_conv2d_shape *s) {
+    geometry g = geometry_of(s);
+    return g.depthwise ? s->o * s->kh * s->kw : s->groups * g.og_pad * g.k;
+}
+
+/* Depthwise: w as is. GEMM: per group, per block of MR output rows, K steps of MR floats
+ * (rows past og are zeros, so the micro-kernel never branches on them). */
+void A2R_KERNEL(a2r_conv2d_pack)(const a2r_conv2d_shape *s, const float *restrict w,
+                                 float *restrict packed) {
+    geometry g = geometry_of(s);
+    if (g.depthwise) {
+        memcpy(packed, w, (size_t)(s->o * s->kh * s->kw) * sizeof *w);
+        return;
+    }
+    for (int64_t gi = 0; gi < s->groups; gi++)
+        for (int64_t ob = 0; ob < g.og_pad; ob += MR)
+            for (int64_t kk = 0; kk < g.k; kk++)
+                for (int64_t i = 0; i < MR; i++, packed++) {
+                    int64_t o = ob + i;
+                    *packed = o < g.og ? w[(gi * g.og + o) * g.k + kk] : 0.0f;
+                }
+}
+
+int64_t A2R_KERNEL(a2r_conv2d_workspace_size)(const a2r_conv2d_shape *s) {
+    geometry g = geometry_of(s);
+    return g.depthwise ? 1 : g.slot * a2r_num_threads();
+}
+
+/* C[i*ldc + j] = sum_k A[k*MR + i] * B[k*ldb + j], i < MR, j < NR: the whole tile in registers. */
+static inline void micro_kernel(int64_t kk, const float *restrict a, const float *restrict b,
+                                int64_t ldb, float *restrict c, int64_t ldc) {
+    v_t acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[i][v] = v_zero();
+    for (int64_t k = 0; k < kk; k++, a += MR, b += ldb) {
+        v_t bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bv[v] = v_load(b + v * VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            v_t av = v_set1(a[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = v_fma(av, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
+}
+
+/* First o >= 0 with o*stride + offset >= 0, i.e. ceil(-offset / stride). */
+static inline int64_t first_valid(int64_t offset, int64_t stride) {
+    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+}
+
+/* dst[t] = src[t*S]; inlined with a constant S so stride 1 and 2 vectorise. */
+static inline void gather(float *restrict dst, const float *restrict src, int64_t n,
+                          const int64_t S) {
+    for (int64_t t = 0; t < n; t++) dst[t] = src[t * S];
+}
+
+/* Valid output-x range [x0, x1) of each kernel column j (input x inside the image), computed
+ * once per call: divisions per packed row would cost more than the copy itself. */
+#define KW_MAX 32 /* wider kernels fall back to computing the range per row */
+static inline void valid_x(const a2r_conv2d_shape *s, int64_t j, int64_t *x0, int64_t *x1) {
+    const int64_t offx = j * s->dil_w - s->pad_w;
+    *x0 = first_valid(offx, s->stride_w);
+    *x1 = first_valid(offx - s->w, s->stride_w);
+}
+
+/* im2col of pixels [p0, p0 + np) of one image-group xg (cg, h, w) into npan panels of K x NR. */
+static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
+                   int64_t p0, int64_t np, int64_t npan, float *restrict bt) {
+    const int64_t sh = s->stride_h, sw = s->stride_w, h = s->h, w = s->w, ow = g->ow;
+    int64_t xr[2 * KW_MAX];
+    for (int64_t j = 0; j < A2R_MIN(s->kw, KW_MAX); j++) valid_x(s, j, &xr[2 * j], &xr[2 * j + 1]);
+    for (int64_t pan = 0; pan < npan; pan++) {
+        const int64_t pa = p0 + pan * NR, len_pan = A2R_MAX(0, A2R_MIN(NR, p0 + np - pa));
+        const int64_t oy0 = pa / ow, ox0 = pa % ow;
+        float *restrict d = bt + pan * g->k * NR;
+        for (int64_t ci = 0; ci < g->cg; ci++) {
+            const float *plane = xg + ci * h * w;
+            for (int64_t i = 0; i < s->kh; i++) {
+                const int64_t offy = i * s->dil_h - s->pad_h;
+                for (int64_t j = 0; j < s->kw; j++, d += NR) {
+                    const int64_t offx = j * s->dil_w - s->pad_w;
+                    int64_t x0, x1;
+                    if (j < KW_MAX) {
+                        x0 = xr[2 * j];
+                        x1 = xr[2 * j + 1];
+                    } else {
+                        valid_x(s, j, &x0, &x1);
+                    }
+                    int64_t q = 0, oy = oy0, ox = ox0;
+                    while (q < len_pan) {
+                        const int64_t len = A2R_MIN(ow - ox, len_pan - q);
+                        const int64_t iy = oy * sh + offy;
+                        if (iy < 0 || iy >= h) {
+                            v_zero_n(d + q, len);
+                        } else {
+                            const int64_t a = A2R_MAX(0, A2R_MIN(x0 - ox, len));
+                            const int64_t e = A2R_MAX(a, A2R_MIN(x1 - ox, len));
+                            const float *src = plane + iy * w + (ox + a) * sw + offx;
+                            v_zero_n(d + q, a);
+                            switch (sw) {
+                            case 1: v_copy_n(d + q + a, src, e - a); break;
+                            case 2: gather(d + q + a, src, e - a, 2); break;
+                            default: gather(d + q + a, src, e - a, sw); break;
+                            }
+                            v_zero_n(d + q + e, len - e);
+                        }
+                        q += len;
+                        oy++;
+                        ox = 0;
+                    }
+                    v_zero_n(d + len_pan, NR - len_pan);
+                }
+            }
+        }
+    }
+}
+
+/* y[j] = act(c[j] + b + r[j]) for j < n; r may be NULL; y may equal c. */
+static inline void epilogue(const float *c, float b, const float *restrict r, int act,
+                            float alpha, float *y, int64_t n) {
+    if (r) {
+        for (int64_t j = 0; j < n; j++) y[j] = c[j] + b + r[j];
+    } else {
+        for (int64_t j = 0; j < n; j++) y[j] = c[j] + b;
+    }
+    switch (act) {
+    case A2R_ACT_RELU:
+        for (int64_t j = 0; j < n; j++) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+        break;
+    case A2R_ACT_LEAKY_RELU:
+        for (int64_t j = 0; j < n; j++) y[j] = y[j] >= 0.0f ? y[j] : alpha * y[j];
+        break;
+    case A2R_ACT_SILU:
+        for (int64_t j = 0; j < n; j++) y[j] = a2r_silu1(y[j]);
+        break;
+    default: break;
+    }
+}
+
+static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float *restrict x,
+                      const float *restrict wt, const float *bias, const float *residual,
+                      int act, float alpha, float *restrict y) {
+    const int64_t rows = s->n * s->c * g->oh, ow = g->ow, h = s->h, w = s->w, sw = s->stride_w;
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (rows * ow * s->kh * s->kw > A2R_PAR_GRAIN)
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t oy = row % g->oh, plane = row / g->oh, ch = plane % s->c;
+        const float *xp = x + plane * h * w, *wc = wt + ch * s->kh * s->kw;
+        float *restrict yr = y + row * ow;
+        memset(yr, 0, (size_t)ow * sizeof *yr);
+        for (int64_t i = 0; i < s->kh; i++) {
+            const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
+            if (iy < 0 || iy >= h) continue;
+            const float *xrow = xp + iy * w;
+            const float *wr = wc + i * s->kw;
+            /* Common 3-tap stride-1 row: the pixels where all three taps are inside the image
+             * take all three in one pass (one load and store of y instead of three). */
+            int64_t xa = 0, xb = 0;
+            if (s->kw == 3 && sw == 1) {
+                xa = A2R_MIN(A2R_MAX(0, s->pad_w), ow);
+                xb = A2R_MAX(xa, A2R_MIN(ow, w + s->pad_w - 2 * s->dil_w));
+                const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w;
+                const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
+                const float *restrict src = xrow + xa - s->pad_w;
+                float *restrict d = yr + xa;
+                for (int64_t t = 0; t < xb - xa; t++)
+                    d[t] = A2R_MADD(w2, src[t + d2], A2R_MADD(w1, src[t + d1],
+                                                              A2R_MADD(w0, src[t], d[t])));
+            }
+            for (int64_t j = 0; j < s->kw; j++) {
+                const int64_t offx = j * s->dil_w - s->pad_w;
+                const int64_t x0 = A2R_MIN(first_valid(offx, sw), ow);
+                const int64_t x1 = A2R_MAX(x0, A2R_MIN(ow, first_valid(offx - w, sw)));
+                /* the pieces of [x0, x1) left of and right of the fused range [xa, xb) */
+                const int64_t ranges[2][2] = {{x0, A2R_MIN(x1, xa)}, {A2R_MAX(x0, xb), x1}};
+                for (int rg = 0; rg < 2; rg++) {
+                    const int64_t r0 = ranges[rg][0], n = ranges[rg][1] - r0;
+                    if (n <= 0) continue;
+                    const float wv = wr[j];
+                    const float *restrict src = xrow + r0 * sw + offx;
+                    float *restrict d = yr + r0;
+                    if (sw == 1) {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t], d[t]);
+                    } else if (sw == 2) {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[2 * t], d[t]);
+                    } else {
+                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t * sw], d[t]);
+                    }
+                }
+            }
+        }
+        epilogue(yr, bias ? bias[ch] : 0.0f, residual ? residual + row * ow : NULL, act, alpha,
+                 yr, ow);
+    }
+}
+
+void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
+                            const float *restrict packed, const float *bias,
+                            const float *residual, int act, float alpha, float *workspace,
+                            int64_t workspace_floats, float *restrict y) {
+    const geometry g = geometry_of(s);
+    if (g.depthwise) {
+        depthwise(s, &g, x, packed, bias, residual, act, alpha, y);
+        return;
+    }
+    const int64_t blocks = g.og_pad / MR, tiles = (g.p + g.nt - 1) / g.nt;
+    const int64_t images = s->n * s->groups;
+    int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_floats / g.slot));
+    /* Too few pixel tiles for the threads (small maps): split the output rows too, about 4
+     * items per thread so that uneven items still balance. */
+    int64_t per_chunk = blocks;
+    if (images * tiles < 4 * nthr) {
+        int64_t chunks = A2R_MIN(blocks, (4 * nthr + images * tiles - 1) / (images * tiles));
+        per_chunk = (blocks + chunks - 1) / chunks;
+    }
+    const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
+    const int64_t items = images * tiles * chunks;
+    if (items * g.nt * g.og_pad * g.k < A2R_PAR_GRAIN * 16) nthr = 1; /* tiny: wake-up dominates */
+    #pragma omp parallel num_threads(nthr)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *slot = workspace + tid * g.slot;
+        slot += (ALIGN_FLOATS - ((uintptr_t)slot / sizeof(float)) % ALIGN_FLOATS) % ALIGN_FLOATS;
+        float *bt = slot, *ct = slot + g.k * g.nt;
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
+            const int64_t img = it / (chunks * tiles), ni = img / s->groups, gi = img % s->groups;
+            const int64_t p0 = tile * g.nt, np = A2R_MIN(g.nt, g.p - p0);
+            const int64_t npan = (np + NR - 1) / NR;
+            const int64_t b0 = chunk * per_chunk, b1 = A2R_MIN(blocks, b0 + per_chunk);
+            const float *xg = x + (ni * s->c + gi * g.cg) * s->h * s->w;
+            const float *wg = packed + gi * g.og_pad * g.k;
+            const int64_t full = g.direct ? np / NR : 0; /* panels read in place */
+            if (!g.direct) {
+                pack_b(s, &g, xg, p0, np, npan, bt);
+            } else if (full < npan) { /* partial last panel of a 1x1 conv: copy, zero-pad */
+                const int64_t rest = np - full * NR;
+                for (int64_t kk = 0; kk < g.k; kk++) {
+                    memcpy(bt + kk * NR, xg + kk * g.p + p0 + full * NR, (size_t)rest * 4);
+                    memset(bt + kk * NR + rest, 0, (size_t)(NR - rest) * 4);
+                }
+            }
+            for (int64_t ob = b0; ob < b1; ob++)
+                for (int64_t pan = 0; pan < npan; pan++) {
+                    const float *b;
+                    int64_t ldb;
+                    if (pan < full) {
+                        b = xg + p0 + pan * NR;
+                        ldb = g.p;
+                    } else {
+                        b = bt + (g.direct ? 0 : pan * g.k * NR);
+                        ldb = NR;
+                    }
+                    micro_kernel(g.k, wg + ob * MR * g.k, b, ldb,
+                                 ct + (ob - b0) * MR * g.nt + pan * NR, g.nt);
+                }
+            const int64_t o1 = A2R_MIN(b1 * MR, g.og);
+            for (int64_t o = b0 * MR; o < o1; o++) {
+                const int64_t oc = gi * g.og + o, off = (ni * s->o + oc) * g.p + p0;
+                epilogue(ct + (o - b0 * MR) * g.nt, bias ? bias[oc] : 0.0f,
+                         residual ? residual + off : NULL, act, alpha, y + off, np);
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/* simd.h - the few vector operations the conv2d micro-kernel needs, per ISA level, so that its
+ * body is written once. Intrinsics because GCC does not keep a plain-C MR x NR accumulator tile in
+ * registers (it reloads and spills), and the build's -ffp-contract=off forbids a*b+c fusing.
+ *
+ * Register tile per level (MR output channels x NR = NV*VL output pixels):
+ *   AVX-512  8 x 48: 24 zmm accumulators + 3 B vectors, A broadcast as a memory operand = 27 of
+ *            32 zmm; MR = 8 divides the usual channel counts (no padded rows) and a k step makes
+ *            11 loads for 24 FMAs (12x32 makes 14 for 24).
+ *   AVX2     6 x 16: 12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm.
+ *   SSE2     4 x 8: 8 xmm accumulators + 2 B + 1 broadcast + 1 product (no FMA) = 12 of 16.
+ *   other    4 x 8 scalar (plain C, A2R_MADD).
+ * v_load/v_store are unaligned: panels are 64-byte aligned anyway where the caller can. */
+#ifndef A2R_CONV2D_SIMD_H
+#define A2R_CONV2D_SIMD_H
+
+#include "a2r_isa.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 v_t;
+#define VL 16
+#define MR 8
+#define NV 3
+#define v_zero() _mm512_setzero_ps()
+#define v_load(p) _mm512_loadu_ps(p)
+#define v_store(p, v) _mm512_storeu_ps((p), (v))
+#define v_set1(s) _mm512_set1_ps(s)
+#define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+/* First r < VL lanes; the other lanes are neither read nor written (no fault past the end). */
+#define v_load_part(p, r) _mm512_maskz_loadu_ps((__mmask16)((1u << (r)) - 1), (p))
+#define v_store_part(p, v, r) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (r)) - 1), (v))
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 v_t;
+#define VL 8
+#define MR 6
+#define NV 2
+#define v_zero() _mm256_setzero_ps()
+#define v_load(p) _mm256_loadu_ps(p)
+#define v_store(p, v) _mm256_storeu_ps((p), (v))
+#define v_set1(s) _mm256_set1_ps(s)
+#define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+static const int32_t v_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+#define v_mask(r) _mm256_loadu_si256((const __m256i *)(v_mask_table + 8 - (r)))
+#define v_load_part(p, r) _mm256_maskload_ps((p), v_mask(r))
+#define v_store_part(p, v, r) _mm256_maskstore_ps((p), v_mask(r), (v))
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+typedef __m128 v_t;
+#define VL 4
+#define MR 4
+#define NV 2
+#define v_zero() _mm_setzero_ps()
+#define v_load(p) _mm_loadu_ps(p)
+#define v_store(p, v) _mm_storeu_ps((p), (v))
+#define v_set1(s) _mm_set1_ps(s)
+#define v_fma(a, b, c) _mm_add_ps(_mm_mul_ps((a), (b)), (c))
+#else
+typedef float v_t;
+#define VL 1
+#define MR 4
+#define NV 8
+#define v_zero() 0.0f
+#define v_load(p) (*(p))
+#define v_store(p, v) (*(p) = (v))
+#define v_set1(s) (s)
+#define v_fma(a, b, c) A2R_MADD((a), (b), (c))
+#endif
+
+#define NR (NV * VL)
+
+/* d[t] = s[t] for t < n, whole vectors and one partial one: no library call for the short runs
+ * (one image row inside one panel) that im2col packing is made of. */
+static inline void v_copy_n(float *restrict d, const float *restrict s, int64_t n) {
+    int64_t t = 0;
+    for (; t + VL <= n; t += VL) v_store(d + t, v_load(s + t));
+#ifdef v_load_part
+    if (t < n) v_store_part(d + t, v_load_part(s + t, n - t), n - t);
+#else
+    for (; t < n; t++) d[t] = s[t];
+#endif
+}
+
+static inline void v_zero_n(float *d, int64_t n) {
+    int64_t t = 0;
+    for (; t + VL <= n; t += VL) v_store(d + t, v_zero());
+#ifdef v_load_part
+    if (t < n) v_store_part(d + t, v_zero(), n - t);
+#else
+    for (; t < n; t++) d[t] = 0.0f;
+#endif
+}
+
+#endif

@@ -1,0 +1,225 @@
+"""ops.conv2d / ops.Conv2d: every ISA level x 1 and 2 threads against the float64 reference and
+against onnxruntime Conv, over kernels 1x1-7x7, strides, pads, dilations, groups, depthwise, odd
+sizes, batches, bias, activations, residual and out=; hypothesis-drawn shapes; bad inputs."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from a2r_edge import ops
+from a2r_edge.backends import cpu, reference as ref
+from tolerances import REDUCTION
+
+ACTS = [None, "relu", "leaky_relu", "silu"]
+
+
+def make(rng, n, c, h, w, o, k, groups=1, bias=True):
+    """x ~ N(0, 1), w scaled by 1/sqrt(fan-in) (as trained weights are) so y is O(1) and the
+    float32 sum error (about eps * sqrt(K)) sits well inside rtol/atol 1e-4/1e-5."""
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    kh, kw = (k, k) if isinstance(k, int) else k
+    cg = c // groups
+    wt = (rng.standard_normal((o, cg, kh, kw)) / np.sqrt(cg * kh * kw)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32) if bias else None
+    return x, wt, b
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def check(x, wt, b, stride=1, pad=0, dil=1, groups=1, act=None, residual=None, alpha=0.01):
+    got = ops.conv2d(x, wt, b, stride, pad, dil, groups, act, alpha=alpha, residual=residual)
+    want = ref.conv2d(x, wt, b, pair(stride), pair(pad), pair(dil), groups, act, alpha, residual)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, **REDUCTION)
+    return got
+
+
+# n, c, h, w, o, kernel, stride, pad, dilation, groups
+CASES = [
+    (1, 3, 17, 13, 8, 3, 1, 1, 1, 1),
+    (2, 16, 9, 7, 13, 3, 2, 2, 2, 1),
+    (1, 32, 20, 20, 32, 1, 1, 0, 1, 1),     # 1x1: x read in place
+    (2, 7, 13, 17, 5, 1, 1, 0, 1, 1),       # 1x1 with a partial last panel
+    (1, 8, 17, 1, 4, 1, 2, 0, 1, 1),        # 1x1 strided: packed path
+    (1, 5, 13, 13, 7, 5, 1, 2, 1, 1),
+    (1, 4, 23, 19, 9, 7, 2, 3, 1, 1),
+    (2, 8, 11, 11, 6, 5, 2, 3, 1, 2),       # groups 2
+    (1, 12, 15, 15, 12, 3, 1, 1, 1, 12),    # depthwise
+    (2, 6, 9, 14, 6, 5, 2, 2, 2, 6),        # depthwise, strided, dilated
+    (1, 6, 7, 7, 12, 3, 1, 1, 1, 6),        # channel multiplier 2 (GEMM path)
+    (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),         # everything 1
+    (1, 3, 1, 7, 17, 3, 1, 1, 1, 1),
+    (1, 64, 31, 29, 70, 3, 1, 1, 1, 1),     # several row blocks and pixel tiles
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_matches_reference(native, rng, case):
+    n, c, h, w, o, k, s, p, d, g = case
+    x, wt, b = make(rng, n, c, h, w, o, k, g)
+    check(x, wt, b, s, p, d, g)
+    check(x, wt, None, s, p, d, g)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[8]], ids=["3x3", "1x1", "dw"])
+def test_epilogue(native, rng, case, act):
+    n, c, h, w, o, k, s, p, d, g = case
+    x, wt, b = make(rng, n, c, h, w, o, k, g)
+    y = ops.conv2d(x, wt, b, s, p, d, g)
+    residual = rng.standard_normal(y.shape).astype(np.float32)
+    check(x, wt, b, s, p, d, g, act, residual=residual, alpha=0.2)
+    check(x, wt, b, s, p, d, g, act, alpha=0.2)
+
+
+def test_out_and_prepacked_reuse(native, rng):
+    x, wt, b = make(rng, 2, 8, 13, 11, 16, 3)
+    conv = ops.Conv2d(wt, b, stride=1, pad=1, activation="relu")
+    out = np.empty((2, 16, 13, 11), np.float32)
+    for _ in range(2):  # the second call reuses packed weights and workspace
+        assert conv(x, out=out) is out
+        np.testing.assert_allclose(out, ref.conv2d(x, wt, b, (1, 1), (1, 1), (1, 1), 1, "relu"),
+                                   **REDUCTION)
+    x2 = rng.standard_normal((1, 8, 40, 33)).astype(np.float32)  # a new size grows the workspace
+    np.testing.assert_allclose(conv(x2), ref.conv2d(x2, wt, b, (1, 1), (1, 1), (1, 1), 1, "relu"),
+                               **REDUCTION)
+
+
+def test_packing_follows_isa(rng):
+    """One Conv2d used at every ISA level: each level gets its own packed weights."""
+    x, wt, b = make(rng, 1, 9, 10, 12, 11, 3)
+    conv = ops.Conv2d(wt, b, pad=1)
+    want = ref.conv2d(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+    for level in cpu.available_isas() + cpu.available_isas()[::-1]:
+        with cpu.using_isa(level):
+            np.testing.assert_allclose(conv(x), want, **REDUCTION)
+
+
+def test_weights_copied(rng):
+    x, wt, b = make(rng, 1, 4, 6, 6, 4, 3)
+    conv = ops.Conv2d(wt, b, pad=1)
+    want = conv(x).copy()
+    wt[:] = 0
+    b[:] = 0
+    np.testing.assert_array_equal(conv(x), want)
+
+
+def test_non_contiguous_inputs(rng):
+    x, wt, b = make(rng, 1, 6, 20, 18, 4, 3)
+    xs, ws = x[:, ::2, ::2, ::3], wt[:, ::2].astype(">f4")
+    got = ops.conv2d(xs, ws, b, pad=1)
+    want = ref.conv2d(np.ascontiguousarray(xs), np.ascontiguousarray(ws, np.float32), b,
+                      (1, 1), (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(got, want, **REDUCTION)
+
+
+def test_large_map(native, rng):
+    """A 3x3 conv at the benchmark scale: many tiles over both threads."""
+    x, wt, b = make(rng, 1, 32, 96, 80, 32, 3)
+    check(x, wt, b, 1, 1, 1, 1, "silu")
+
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def ort_conv(x, wt, b, stride, pad, dil, groups):
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(wt, "w")] + ([numpy_helper.from_array(b, "b")] if b is not None else [])
+    node = helper.make_node("Conv", ["x", "w"] + (["b"] if b is not None else []), ["y"],
+                            strides=list(pair(stride)), pads=list(pair(pad)) * 2,
+                            dilations=list(pair(dil)), group=groups)
+    graph = helper.make_graph([node], "conv",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_matches_onnxruntime(rng, case):
+    n, c, h, w, o, k, s, p, d, g = case
+    x, wt, b = make(rng, n, c, h, w, o, k, g)
+    np.testing.assert_allclose(ops.conv2d(x, wt, b, s, p, d, g), ort_conv(x, wt, b, s, p, d, g),
+                               **REDUCTION)
+
+
+@st.composite
+def conv_cases(draw):
+    groups = draw(st.sampled_from([1, 1, 2, "dw"]))
+    cg = draw(st.integers(1, 9))
+    og = draw(st.integers(1, 19))
+    if groups == "dw":
+        c = o = draw(st.integers(1, 12))
+        groups = c
+    else:
+        c, o = cg * groups, og * groups
+    kh, kw = draw(st.sampled_from([1, 2, 3, 5, 7])), draw(st.sampled_from([1, 3, 5]))
+    s, d = draw(st.sampled_from([(1, 1), (2, 1), (1, 2), (2, 2)])), draw(st.integers(1, 2))
+    p = draw(st.integers(0, 3))
+    h = draw(st.integers(max(1, d * (kh - 1) + 1 - 2 * p), 24))
+    w = draw(st.integers(max(1, d * (kw - 1) + 1 - 2 * p), 24))
+    n = draw(st.integers(1, 2))
+    return n, c, h, w, o, (kh, kw), s, p, d, groups
+
+
+@settings(max_examples=40, deadline=None)
+@given(conv_cases(), st.sampled_from(ACTS), st.booleans(), st.booleans(),
+       st.sampled_from(cpu.available_isas()), st.sampled_from([1, 2]), st.integers(0, 2**32 - 1))
+def test_hypothesis(case, act, bias, with_residual, level, threads, seed):
+    rng = np.random.default_rng(seed)
+    n, c, h, w, o, k, s, p, d, g = case
+    x, wt, b = make(rng, n, c, h, w, o, k, g, bias)
+    with cpu.using_isa(level), cpu.using_threads(threads):
+        oh_ow = ops.Conv2d(wt, b, s, p, d, g).output_shape(x.shape)
+        residual = rng.standard_normal(oh_ow).astype(np.float32) if with_residual else None
+        check(x, wt, b, s, p, d, g, act, residual=residual)
+
+
+# --- bad inputs: the error names the argument --------------------------------------------------
+
+def test_bad_inputs(rng):
+    x, wt, b = make(rng, 1, 4, 8, 8, 6, 3)
+    bad = [
+        (dict(x=x.astype(np.float64)), TypeError, "x"),
+        (dict(x=[[1.0]]), TypeError, "x"),
+        (dict(x=x[0]), ValueError, "x"),
+        (dict(w=wt.astype(np.int32)), TypeError, "w"),
+        (dict(w=wt[:, :3]), ValueError, "w"),
+        (dict(b=b[:5]), ValueError, "b"),
+        (dict(b=b.astype(np.float64)), TypeError, "b"),
+        (dict(stride=0), ValueError, "stride"),
+        (dict(stride=1.5), TypeError, "stride"),
+        (dict(pad=-1), ValueError, "pad"),
+        (dict(pad=(1, 2, 3)), ValueError, "pad"),
+        (dict(dilation=0), ValueError, "dilation"),
+        (dict(groups=3), ValueError, "groups"),
+        (dict(groups=0), ValueError, "groups"),
+        (dict(activation="tanh"), ValueError, "activation"),
+        (dict(alpha=float("nan")), ValueError, "alpha"),
+        (dict(alpha="0.1"), TypeError, "alpha"),
+        (dict(residual=np.zeros((1, 6, 8, 7), np.float32)), ValueError, "residual"),
+        (dict(residual=np.zeros((1, 6, 8, 8), np.float64)), TypeError, "residual"),
+        (dict(out=np.zeros((1, 6, 8, 7), np.float32)), ValueError, "out"),
+        (dict(out=np.zeros((1, 6, 8, 8), np.float32)[..., ::-1]), ValueError, "out"),
+        (dict(x=np.zeros((1, 4, 2, 2), np.float32), pad=0), ValueError, "kernel"),
+        (dict(x=np.zeros((1, 4, 0, 8), np.float32)), ValueError, "x"),
+    ]
+    for change, exc, name in bad:
+        args = dict(x=x, w=wt, b=b, stride=1, pad=1, dilation=1, groups=1, activation=None)
+        args.update(change)
+        with pytest.raises(exc, match=name):
+            ops.conv2d(**args)
+    y = np.zeros((1, 6, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="out must not overlap"):
+        ops.conv2d(x, wt, b, pad=1, residual=y, out=y)
+    conv = ops.Conv2d(wt, b, pad=1)
+    with pytest.raises(ValueError, match="x must have C"):
+        conv(np.zeros((1, 5, 8, 8), np.float32))
+    with pytest.raises(ValueError, match="groups"):
+        ops.Conv2d(wt, b, groups=4)
