@@ -24,7 +24,7 @@ def ort_run(m, x):
     return OrtSession(m.SerializeToString(), threads=1).run({"x": x})[0]
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(24))
 def test_random_graphs_match_onnxruntime(seed, threads):
     m = random_graph(seed)
     ex = NativeExecutor(m)

@@ -27,9 +27,13 @@ _HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python sc
 
 class _Im2colConv:
     """Stand-in for ``ops.Conv2d`` (same call): im2col + BLAS with workspaces sized on the first
-    call at each input shape, so later calls allocate nothing."""
+    call at each input shape, so later calls allocate nothing. ``shared``: a dict of workspaces
+    by shape that all convolutions of one plan share (they run one after another); without it
+    each conv's whole-image im2col matrix would stay allocated (1.7 GiB at 512^2 for the small
+    net)."""
 
-    def __init__(self, w, b, stride, pad, dilation, groups, activation, alpha):
+    def __init__(self, w, b, stride, pad, dilation, groups, activation, alpha, shared=None):
+        self.shared = {} if shared is None else shared
         self.w = np.ascontiguousarray(w, np.float32)
         o, self.cg, self.kh, self.kw = self.w.shape
         self.groups, self.og = groups, o // groups
@@ -41,6 +45,12 @@ class _Im2colConv:
         self.direct = (self.kh, self.kw, stride, pad, dilation) == (1, 1, (1, 1), (0, 0), (1, 1))
         self._work: dict[tuple, tuple] = {}
 
+    def _buffer(self, shape):
+        buf = self.shared.get(shape)
+        if buf is None:
+            buf = self.shared[shape] = np.empty(shape, np.float32)
+        return buf
+
     def __call__(self, x, residual=None, out=None):
         n, c, h, w = x.shape
         work = self._work.get(x.shape)
@@ -48,9 +58,8 @@ class _Im2colConv:
             (sh, sw), (ph, pw), (dh, dw) = self.stride, self.pad, self.dilation
             oh = (h + 2 * ph - dh * (self.kh - 1) - 1) // sh + 1
             ow = (w + 2 * pw - dw * (self.kw - 1) - 1) // sw + 1
-            cols = None if self.direct else np.empty((self.cg * self.kh * self.kw, oh * ow),
-                                                     np.float32)
-            tmp = np.empty((n, self.og * self.groups, oh, ow), np.float32) \
+            cols = None if self.direct else self._buffer((self.cg * self.kh * self.kw, oh * ow))
+            tmp = self._buffer((n, self.og * self.groups, oh, ow)) \
                 if self.activation == "leaky_relu" else None
             work = self._work[x.shape] = (oh, ow, cols, tmp)
         oh, ow, cols, tmp = work
@@ -81,14 +90,15 @@ class _Im2colConv:
         return out
 
 
-def _make_conv(w, b, stride, pad, dilation, groups, activation, alpha):
-    """The prepacked ``ops.Conv2d`` when this build has it, else the im2col stand-in; both are
-    called as ``conv(x, residual=None, out=None)``."""
+def _make_conv(w, b, stride, pad, dilation, groups, activation, alpha, workspace=None):
+    """The prepacked ``ops.Conv2d`` when this build has it, else the im2col stand-in (sharing
+    ``workspace``, a dict owned by the plan); both are called as
+    ``conv(x, residual=None, out=None)``."""
     cls = getattr(ops, "Conv2d", None)
     if cls is not None:
         return cls(w, b, stride=stride, pad=pad, dilation=dilation, groups=groups,
                    activation=activation, alpha=alpha)
-    return _Im2colConv(w, b, stride, pad, dilation, groups, activation, alpha)
+    return _Im2colConv(w, b, stride, pad, dilation, groups, activation, alpha, workspace)
 
 
 # --- per-op step builders: each returns a closure over bound views (or None) -------------------
@@ -154,7 +164,7 @@ def _resize_axis(in_size, out_size, scale, p, linear):
     return i0, i1, w1
 
 
-def _build_step(n: Node, graph: Graph, shapes, view, scratch):
+def _build_step(n: Node, graph: Graph, shapes, view, scratch, workspace):
     """The closure that runs fused node ``n`` (views from ``view(name)``) or None."""
     op, a = n.op, n.attrs
     y = view(n.outputs[0]) if op != "Concat" else None
@@ -166,7 +176,7 @@ def _build_step(n: Node, graph: Graph, shapes, view, scratch):
         conv = _make_conv(w, a["b"], tuple(a.get("strides") or (1, 1)),
                           (t, l) if (t, l) == (b, r) else (0, 0),
                           tuple(a.get("dilations") or (1, 1)), a.get("group", 1),
-                          a["activation"], a.get("alpha", 0.01))
+                          a["activation"], a.get("alpha", 0.01), workspace)
         if (t, l) == (b, r):
             return lambda: conv(x, residual=res, out=y)
         padded = scratch[0]
@@ -428,11 +438,11 @@ class _Plan:
             return flat[off:off + size(t)].reshape(shapes[t])
 
         self.inputs = {name: view(name) for name in input_shapes}
-        self.steps = []
+        self.steps, self.conv_workspace = [], {}
         for nd, ids in zip(nodes, scratch_ids):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
-            step = _build_step(nd, graph, shapes, view, scratch)
+            step = _build_step(nd, graph, shapes, view, scratch, self.conv_workspace)
             if step is not None:
                 self.steps.append(step)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
