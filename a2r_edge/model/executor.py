@@ -28,9 +28,9 @@ _HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python sc
 class _Im2colConv:
     """Stand-in for ``ops.Conv2d`` (same call): im2col + BLAS with workspaces sized on the first
     call at each input shape, so later calls allocate nothing. ``shared``: a dict of workspaces
-    by shape that all convolutions of one plan share (they run one after another); without it
-    each conv's whole-image im2col matrix would stay allocated (1.7 GiB at 512^2 for the small
-    net)."""
+    that all convolutions of one plan share (they run one after another); without it each
+    conv's whole-image im2col matrix would stay allocated (1.7 GiB at 512^2 for the small net;
+    shared: the largest one, 0.3 GiB, until ops.Conv2d tiles im2col)."""
 
     def __init__(self, w, b, stride, pad, dilation, groups, activation, alpha, shared=None):
         self.shared = {} if shared is None else shared
@@ -45,11 +45,13 @@ class _Im2colConv:
         self.direct = (self.kh, self.kw, stride, pad, dilation) == (1, 1, (1, 1), (0, 0), (1, 1))
         self._work: dict[tuple, tuple] = {}
 
-    def _buffer(self, shape):
-        buf = self.shared.get(shape)
-        if buf is None:
-            buf = self.shared[shape] = np.empty(shape, np.float32)
-        return buf
+    def _buffer(self, key, shape):
+        """A view of the plan-wide buffer ``key``, grown (first run only) to fit ``shape``."""
+        size = int(np.prod(shape))
+        flat = self.shared.get(key)
+        if flat is None or flat.size < size:
+            flat = self.shared[key] = np.empty(size, np.float32)
+        return flat[:size].reshape(shape)
 
     def __call__(self, x, residual=None, out=None):
         n, c, h, w = x.shape
@@ -58,11 +60,13 @@ class _Im2colConv:
             (sh, sw), (ph, pw), (dh, dw) = self.stride, self.pad, self.dilation
             oh = (h + 2 * ph - dh * (self.kh - 1) - 1) // sh + 1
             ow = (w + 2 * pw - dw * (self.kw - 1) - 1) // sw + 1
-            cols = None if self.direct else self._buffer((self.cg * self.kh * self.kw, oh * ow))
-            tmp = self._buffer((n, self.og * self.groups, oh, ow)) \
-                if self.activation == "leaky_relu" else None
-            work = self._work[x.shape] = (oh, ow, cols, tmp)
-        oh, ow, cols, tmp = work
+            work = self._work[x.shape] = (oh, ow)
+        oh, ow = work
+        # views fetched per call: a later conv of the plan may have grown the shared buffers
+        cols = None if self.direct else self._buffer("cols", (self.cg * self.kh * self.kw,
+                                                              oh * ow))
+        tmp = self._buffer("tmp", (n, self.og * self.groups, oh, ow)) \
+            if self.activation == "leaky_relu" else None
         if out is None:
             out = np.empty((n, self.og * self.groups, oh, ow), np.float32)
         cg, og = self.cg, self.og
