@@ -1,0 +1,419 @@
+"""ONNX -> a small graph IR the native executor plans: load and check, fold constants, infer
+static shapes for one input size, fuse.
+
+The IR is a topologically ordered list of ``Node`` (op, name, inputs, outputs, attrs); tensor
+values known at load time (initializers, Constant nodes, folded expressions) live in
+``Graph.consts``. Nothing here touches the arena; see ``arena.py`` and ``executor.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+
+# ONNX op types the executor runs (default domain), plus the a2r AdaIN stage below.
+SUPPORTED = frozenset({
+    "Conv", "Relu", "LeakyRelu", "Sigmoid", "Mul", "Add", "Tanh", "Clip",
+    "InstanceNormalization", "DepthToSpace", "Resize", "Concat", "Constant", "Identity"})
+# The AdaIN stage as one node: inputs (x, style_mean, style_std), style_* of shape (C,) or
+# (N, C), constants or graph inputs; attribute ``epsilon`` (default 1e-5). y = ops.adain(...).
+ADAIN_DOMAIN, ADAIN_OP = "com.a2r_edge", "AdaIN"
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class UnsupportedOpError(ValueError):
+    """A node whose op (or op variant) the native executor does not run."""
+
+    def __init__(self, op_type: str, node_name: str, detail: str = "", domain: str = ""):
+        self.op_type, self.node_name, self.domain = op_type, node_name, domain
+        what = f"{domain}::{op_type}" if domain not in _DEFAULT_DOMAINS else op_type
+        super().__init__(f"unsupported op {what} in node {node_name!r}"
+                         + (f": {detail}" if detail else "")
+                         + "; the native executor runs " + ", ".join(sorted(SUPPORTED))
+                         + f" and {ADAIN_DOMAIN}::{ADAIN_OP} (use onnxruntime for this model)")
+
+
+class ModelLoadError(ValueError):
+    """The bytes or file are not a valid ONNX model."""
+
+
+@dataclasses.dataclass
+class Node:
+    op: str
+    name: str
+    inputs: list[str]        # "" = absent optional input
+    outputs: list[str]
+    attrs: dict
+
+
+@dataclasses.dataclass
+class Graph:
+    nodes: list[Node]
+    consts: dict[str, np.ndarray]
+    inputs: list[tuple[str, tuple]]    # (name, declared shape: int or None per dim)
+    outputs: list[str]
+    opset: int
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+def load_model(model):
+    """An onnx.ModelProto from a path, bytes or a ModelProto; checked by onnx.checker."""
+    import onnx
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            proto = onnx.load_model_from_string(bytes(model))
+        except Exception as exc:  # protobuf DecodeError and friends
+            raise ModelLoadError(f"model bytes are not a valid ONNX model ({len(model)} bytes): "
+                                 f"{type(exc).__name__}: {exc}") from exc
+    elif isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"ONNX model file not found: {path!r}")
+        try:
+            proto = onnx.load_model(path)
+        except Exception as exc:
+            raise ModelLoadError(f"{path!r} is not a valid ONNX model: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+    else:
+        raise TypeError("model must be a path, bytes or onnx.ModelProto, "
+                        f"got {type(model).__name__}")
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:
+        raise ModelLoadError(f"ONNX model failed onnx.checker: {exc}") from exc
+    if not proto.graph.node:
+        raise ModelLoadError("ONNX model has no nodes (empty or truncated graph)")
+    return proto
+
+
+def _attrs(node) -> dict:
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _decode(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def build_graph(proto) -> Graph:
+    """The IR of a checked ModelProto: every op checked, constants gathered, Identity removed."""
+    import onnx
+    from onnx import numpy_helper
+    opset = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
+    g = proto.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n in g.node:   # every op checked before any other error, so the message names it
+        if n.domain == ADAIN_DOMAIN and n.op_type == ADAIN_OP:
+            continue
+        if n.domain not in _DEFAULT_DOMAINS or n.op_type not in SUPPORTED:
+            raise UnsupportedOpError(n.op_type, n.name, domain=n.domain)
+    inits = set(consts)
+    inputs = []
+    for vi in g.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if tt.elem_type != onnx.TensorProto.FLOAT:
+            raise ValueError(f"graph input {vi.name!r} must be float32, got "
+                             f"{onnx.TensorProto.DataType.Name(tt.elem_type)}")
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        inputs.append((vi.name, dims))
+    outputs = [o.name for o in g.output]
+    rename: dict[str, str] = {}
+    nodes: list[Node] = []
+    for i, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{i}"
+        attrs = {k: _decode(v) for k, v in _attrs(n).items()}
+        ins = [rename.get(s, s) for s in n.input]
+        op = "AdaIN" if n.domain == ADAIN_DOMAIN else n.op_type
+        if op == "Constant":
+            consts[n.output[0]] = _constant_value(n, attrs, name)
+            continue
+        if op == "Identity" and n.output[0] not in outputs:
+            rename[n.output[0]] = ins[0]
+            continue
+        nodes.append(Node(op, name, ins, list(n.output), attrs))
+    graph = Graph(nodes, consts, inputs, outputs, opset)
+    _fold_constants(graph)
+    return graph
+
+
+def _constant_value(n, attrs, name) -> np.ndarray:
+    from onnx import numpy_helper
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype)
+    raise UnsupportedOpError("Constant", name, f"attribute {sorted(attrs)} not supported")
+
+
+def _fold_constants(graph: Graph) -> None:
+    """Evaluate elementwise nodes whose inputs are all constants (numpy, float32)."""
+    c = graph.consts
+    kept = []
+    for n in graph.nodes:
+        ins = [s for s in n.inputs if s]
+        if n.op in ("Add", "Mul", "Relu", "Sigmoid", "Tanh") and all(s in c for s in ins) \
+                and n.outputs[0] not in graph.outputs:
+            a = [c[s].astype(np.float32) for s in ins]
+            c[n.outputs[0]] = {"Add": lambda: a[0] + a[1], "Mul": lambda: a[0] * a[1],
+                               "Relu": lambda: np.maximum(a[0], 0),
+                               "Sigmoid": lambda: 1 / (1 + np.exp(-a[0])),
+                               "Tanh": lambda: np.tanh(a[0])}[n.op]().astype(np.float32)
+        else:
+            kept.append(n)
+    graph.nodes = kept
+
+
+# --- static shapes ------------------------------------------------------------------------------
+
+def conv_pads(node: Node, x_shape, w_shape) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) padding of a Conv for this input shape (auto_pad resolved)."""
+    a = node.attrs
+    k = a.get("kernel_shape") or w_shape[2:]
+    s = a.get("strides") or [1, 1]
+    d = a.get("dilations") or [1, 1]
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        p = a.get("pads") or [0, 0, 0, 0]
+        return p[0], p[1], p[2], p[3]
+    if auto == "VALID":
+        return 0, 0, 0, 0
+    pads = []
+    for i in range(2):
+        size = x_shape[2 + i]
+        out = -(-size // s[i])
+        total = max(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size)
+        small = total // 2
+        pads.append((small, total - small) if auto == "SAME_UPPER" else (total - small, small))
+    return pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+
+
+def resize_params(node: Node, consts, x_shape, opset) -> dict:
+    """Resize on H, W of an NCHW tensor: output size, scales and modes, checked."""
+    a, ins = node.attrs, node.inputs
+    mode = a.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        raise UnsupportedOpError("Resize", node.name, f"mode {mode!r} (nearest and linear only)")
+    if opset < 11:
+        coord, scales_name, sizes_name = "asymmetric", ins[1] if len(ins) > 1 else "", ""
+    else:
+        coord = a.get("coordinate_transformation_mode", "half_pixel")
+        scales_name = ins[2] if len(ins) > 2 else ""
+        sizes_name = ins[3] if len(ins) > 3 else ""
+    nearest = a.get("nearest_mode", "round_prefer_floor")
+    if coord not in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"):
+        raise UnsupportedOpError("Resize", node.name, f"coordinate_transformation_mode {coord!r}")
+    if mode == "nearest" and nearest not in ("round_prefer_floor", "round_prefer_ceil", "floor",
+                                             "ceil"):
+        raise UnsupportedOpError("Resize", node.name, f"nearest_mode {nearest!r}")
+    for key in ("axes", "antialias", "keep_aspect_ratio_policy"):
+        if key in a and a[key] not in (0, "stretch", [0, 1, 2, 3]):
+            raise UnsupportedOpError("Resize", node.name, f"attribute {key}={a[key]!r}")
+    if len(x_shape) != 4:
+        raise UnsupportedOpError("Resize", node.name, f"input rank {len(x_shape)} (NCHW only)")
+    for nm in (scales_name, sizes_name):
+        if nm and nm not in consts:
+            raise UnsupportedOpError("Resize", node.name, f"scales/sizes {nm!r} not constant")
+    scales = consts[scales_name].astype(np.float32) if scales_name else np.zeros(0, np.float32)
+    if scales.size:
+        if scales.shape != (4,):
+            raise UnsupportedOpError("Resize", node.name, f"scales of shape {scales.shape}")
+        out = [int(math.floor(x_shape[i] * float(scales[i]))) for i in range(4)]
+    elif sizes_name:
+        sizes = consts[sizes_name].astype(np.int64)
+        if sizes.shape != (4,):
+            raise UnsupportedOpError("Resize", node.name, f"sizes of shape {sizes.shape}")
+        out = [int(v) for v in sizes]
+        scales = np.array([out[i] / x_shape[i] for i in range(4)], np.float32)
+    else:
+        raise UnsupportedOpError("Resize", node.name, "neither scales nor sizes given")
+    if out[0] != x_shape[0] or out[1] != x_shape[1]:
+        raise UnsupportedOpError("Resize", node.name, "resizing N or C (H, W only)")
+    if min(out) < 1:
+        raise ValueError(f"Resize node {node.name!r}: output size {out} for input {x_shape}")
+    return dict(mode=mode, coord=coord, nearest=nearest, out_shape=tuple(out),
+                scales=(float(scales[2]), float(scales[3])))
+
+
+def infer_shapes(graph: Graph, input_shapes: dict[str, tuple]) -> dict[str, tuple]:
+    """Static shape of every tensor for these input shapes (own per-op rules)."""
+    shapes = {k: tuple(v.shape) for k, v in graph.consts.items()}
+    shapes.update(input_shapes)
+    for n in graph.nodes:
+        ins = [shapes[s] if s else None for s in n.inputs]
+        try:
+            shapes[n.outputs[0]] = _out_shape(n, ins, graph)
+        except UnsupportedOpError:
+            raise
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            raise ValueError(f"{n.op} node {n.name!r}: cannot infer its output shape from inputs "
+                             f"{ins}: {exc}") from exc
+    return shapes
+
+
+def _out_shape(n: Node, ins, graph: Graph) -> tuple:
+    op, a = n.op, n.attrs
+    if op in ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Identity", "SiLU"):
+        return ins[0]
+    if op in ("Add", "Mul"):
+        return tuple(np.broadcast_shapes(ins[0], ins[1]))
+    if op in ("InstanceNormalization", "AdaIN"):
+        if len(ins[0]) != 4:
+            raise UnsupportedOpError(op, n.name, f"input rank {len(ins[0])} (NCHW only)")
+        return ins[0]
+    if op == "Conv":
+        x, w = ins[0], ins[1]
+        if len(x) != 4:
+            raise UnsupportedOpError("Conv", n.name, f"input rank {len(x)} (2-D conv only)")
+        if n.inputs[1] not in graph.consts:
+            raise UnsupportedOpError("Conv", n.name, "weights must be constant")
+        s = a.get("strides") or [1, 1]
+        d = a.get("dilations") or [1, 1]
+        t, l, b, r = conv_pads(n, x, w)
+        oh = (x[2] + t + b - d[0] * (w[2] - 1) - 1) // s[0] + 1
+        ow = (x[3] + l + r - d[1] * (w[3] - 1) - 1) // s[1] + 1
+        if x[1] != w[1] * a.get("group", 1) or oh < 1 or ow < 1:
+            raise ValueError(f"weights {w} with group {a.get('group', 1)} do not fit input {x}")
+        return (x[0], w[0], oh, ow)
+    if op == "DepthToSpace":
+        r = a["blocksize"]
+        if len(ins[0]) != 4 or ins[0][1] % (r * r):
+            raise ValueError(f"channels not a multiple of blocksize^2 = {r * r}")
+        nb, c, h, w = ins[0]
+        return (nb, c // (r * r), h * r, w * r)
+    if op == "Resize":
+        return resize_params(n, graph.consts, ins[0], graph.opset)["out_shape"]
+    if op == "Concat":
+        axis = a["axis"] % len(ins[0])
+        base = list(ins[0])
+        base[axis] = sum(s[axis] for s in ins)
+        for s in ins:
+            if len(s) != len(base) or any(s[i] != base[i] for i in range(len(s)) if i != axis):
+                raise ValueError(f"inputs {ins} differ off axis {axis}")
+        return tuple(base)
+    raise UnsupportedOpError(op, n.name)
+
+
+# --- fusion -------------------------------------------------------------------------------------
+
+def consumers_of(nodes: list[Node]) -> dict[str, list[Node]]:
+    cons: dict[str, list[Node]] = {}
+    for n in nodes:
+        for s in n.inputs:
+            if s:
+                cons.setdefault(s, []).append(n)
+    return cons
+
+
+def _per_channel(c: np.ndarray, channels: int) -> np.ndarray | None:
+    """c as a (channels,) vector when it broadcasts over NCHW along C only, else None."""
+    if c.ndim > 4 or c.size not in (1, channels):
+        return None
+    shape = (1,) * (4 - c.ndim) + c.shape
+    if shape[0] != 1 or shape[2] != 1 or shape[3] != 1:
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float32), (channels,)).copy()
+
+
+def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, int]]:
+    """Fused node list (new Node objects; graph untouched) and counters of each fusion.
+
+    x*Sigmoid(x) -> SiLU; Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a
+    same-shape tensor -> residual; Conv/InstanceNorm/AdaIN + activation -> one node. A node is
+    absorbed only when its input has no other reader and is not a graph output; the fused node
+    runs at the position of the last node it absorbed (all its inputs exist by then).
+    """
+    consts, outs = graph.consts, set(graph.outputs)
+    nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
+                                 attrs=dict(n.attrs)) for n in graph.nodes]
+    count = dict(silu=0, conv_bias=0, conv_scale=0, conv_residual=0, conv_activation=0,
+                 norm_activation=0, instance_norm_to_adain=0)
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    dead: set[int] = set()
+
+    def sole_consumer(t):
+        c = [m for m in consumers_of([m for m in nodes if id(m) not in dead]).get(t, [])]
+        return c[0] if len(c) == 1 and t not in outs and c[0].inputs.count(t) == 1 else None
+
+    # x * Sigmoid(x) -> SiLU(x)
+    for n in nodes:
+        if n.op != "Mul" or id(n) in dead:
+            continue
+        for k in (0, 1):
+            s = next((m for m in nodes if id(m) not in dead and m.op == "Sigmoid"
+                      and m.outputs[0] == n.inputs[k]), None)
+            if s is not None and n.inputs[1 - k] == s.inputs[0] and sole_consumer(
+                    s.outputs[0]) is n:
+                dead.add(id(s))
+                n.op, n.inputs, n.attrs = "SiLU", [s.inputs[0]], {}
+                count["silu"] += 1
+                break
+    for n in nodes:
+        if n.op == "InstanceNormalization":
+            n.op = "AdaIN"   # same arithmetic: style_std = scale, style_mean = B
+            n.inputs = [n.inputs[0], n.inputs[2], n.inputs[1]]
+            count["instance_norm_to_adain"] += 1
+    # Conv epilogues and norm activations
+    for n in nodes:
+        if id(n) in dead or n.op not in ("Conv", "AdaIN"):
+            continue
+        if n.op == "Conv":
+            n.attrs.setdefault("activation", None)
+            n.attrs["residual"] = ""
+            w = consts[n.inputs[1]].astype(np.float32)
+            b = consts[n.inputs[2]].astype(np.float32) if len(n.inputs) > 2 and n.inputs[2] \
+                else np.zeros(w.shape[0], np.float32)
+            n.attrs["w"], n.attrs["b"] = w, b
+        else:
+            n.attrs.setdefault("activation", None)
+        while True:
+            m = sole_consumer(n.outputs[0])
+            if m is None:
+                break
+            act, out = n.attrs["activation"], n.outputs[0]
+            other = m.inputs[1] if len(m.inputs) > 1 and m.inputs[0] == out else \
+                (m.inputs[0] if len(m.inputs) > 1 else "")
+            done = False
+            if act is None and m.op in ("Relu", "LeakyRelu", "SiLU") and (
+                    n.op == "Conv" or m.op == "SiLU"):
+                n.attrs["activation"] = {"Relu": "relu", "LeakyRelu": "leaky_relu",
+                                         "SiLU": "silu"}[m.op]
+                n.attrs["alpha"] = float(m.attrs.get("alpha", 0.01))
+                count["conv_activation" if n.op == "Conv" else "norm_activation"] += 1
+                done = True
+            elif n.op == "Conv" and act is None and m.op in ("Add", "Mul") and other in consts:
+                v = _per_channel(consts[other], n.attrs["w"].shape[0])
+                if v is not None and shapes[m.outputs[0]] == shapes[out] and (
+                        m.op == "Add" or not n.attrs["residual"]):
+                    if m.op == "Add":
+                        n.attrs["b"] = n.attrs["b"] + v
+                        count["conv_bias"] += 1
+                    else:
+                        n.attrs["w"] = n.attrs["w"] * v[:, None, None, None]
+                        n.attrs["b"] = n.attrs["b"] * v
+                        count["conv_scale"] += 1
+                    done = True
+            elif n.op == "Conv" and act is None and m.op == "Add" and not n.attrs["residual"] \
+                    and other and other not in consts and other != out \
+                    and shapes[other] == shapes[out]:
+                n.attrs["residual"] = other
+                n.inputs = n.inputs[:1] + [other]
+                count["conv_residual"] += 1
+                done = True
+            if not done:
+                break
+            dead.add(id(m))
+            n.outputs = list(m.outputs)
+            pos[id(n)] = pos[id(m)]
+        if n.op == "Conv":
+            n.inputs = [n.inputs[0]] + ([n.attrs["residual"]] if n.attrs["residual"] else [])
+    fused = sorted((n for n in nodes if id(n) not in dead), key=lambda n: pos[id(n)])
+    return fused, count

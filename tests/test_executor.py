@@ -1,0 +1,190 @@
+"""Native executor (a2r_edge.model) against onnxruntime on random graphs of the supported ops,
+the small image network of ANCHORS.md §7, errors, fusion and the zero-allocation steady state."""
+import tracemalloc
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from a2r_edge.backends import reference
+from a2r_edge.backends.ort import OrtSession
+from a2r_edge.model import ModelLoadError, NativeExecutor, UnsupportedOpError
+from onnx_graphs import Builder, random_graph, small_image_net
+from tolerances import FILTER
+
+PARITY = FILTER   # rtol 1e-4, atol 1e-4: convolution sums, as the issue asks
+
+
+def channels(m):
+    return m.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+
+
+def ort_run(m, x):
+    return OrtSession(m.SerializeToString(), threads=1).run({"x": x})[0]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_graphs_match_onnxruntime(seed, threads):
+    m = random_graph(seed)
+    ex = NativeExecutor(m)
+    rng = np.random.default_rng(seed)
+    for hw in [(16, 16), (17, 23), (9, 31)]:
+        x = rng.standard_normal((1, channels(m)) + hw).astype(np.float32)
+        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY,
+                                   err_msg=f"seed {seed} size {hw}\n{ex.describe()}")
+
+
+def test_small_image_net_matches_onnxruntime_and_fuses(threads):
+    m = small_image_net(c1=16, c2=32, blocks=2)
+    ex = NativeExecutor(m)
+    x = np.random.default_rng(0).standard_normal((1, 3, 37, 50)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.fusions["instance_norm_to_adain"] == 2 * 2 + 1
+    assert p.fusions["silu"] == 1 and p.fusions["conv_activation"] >= 1
+    assert [n.op for n in p.nodes].count("Sigmoid") == 0
+    assert p.arena_floats < p.naive_floats   # buffers are reused
+    assert "arena" in ex.describe() and "SiLU" in ex.describe()
+
+
+def test_conv_epilogue_fusions():
+    """Conv + per-channel Mul/Add constants + residual Add + activation -> one Conv node."""
+    rng = np.random.default_rng(3)
+    b = Builder(rng, 4)
+    skip = b.conv("x", 4, 4)
+    y = b.conv(skip, 4, 4)
+    y = b.node("Mul", [y, b.const(rng.uniform(0.5, 2, (4, 1, 1)))])
+    y = b.node("Add", [y, b.const(rng.standard_normal((1, 4, 1, 1)))])
+    y = b.node("Add", [skip, y])
+    y = b.node("Mul", [y, b.node("Sigmoid", [y])])
+    y = b.node("LeakyRelu", [b.conv(y, 4, 4)], alpha=0.1)
+    m = b.model(y)
+    ex = NativeExecutor(m)
+    x = rng.standard_normal((1, 4, 13, 17)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert [n.op for n in p.nodes] == ["Conv", "Conv", "Conv"]
+    assert p.fusions["conv_scale"] == 1 and p.fusions["conv_bias"] == 1
+    assert p.fusions["conv_residual"] == 1 and p.fusions["conv_activation"] == 2
+
+
+def test_concat_producers_write_into_slices():
+    rng = np.random.default_rng(4)
+    b = Builder(rng, 3)
+    y = b.node("Concat", [b.conv("x", 3, 5), b.node("Relu", [b.conv("x", 3, 2)]), "x"], axis=1)
+    m = b.model(b.conv(y, 10, 3))
+    ex = NativeExecutor(m)
+    x = rng.standard_normal((1, 3, 11, 12)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    assert ex.plan_for({"x": x.shape}).aliased == 2   # the two convs; "x" is copied
+
+
+def test_adain_stage_matches_reference():
+    rng = np.random.default_rng(5)
+    b = Builder(rng, 6)
+    sm, ss = rng.standard_normal(6), rng.uniform(0.5, 2, 6)
+    b.nodes.append(helper.make_node("AdaIN", ["x", b.const(sm), b.const(ss)], ["y"],
+                                    name="stylize", domain="com.a2r_edge", epsilon=1e-5))
+    g = helper.make_graph(b.nodes, "g", [b.x], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [1, 6, "H", "W"])], b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.a2r_edge", 1)])
+    x = (rng.standard_normal((1, 6, 19, 21)) * 3 + 5).astype(np.float32)
+    np.testing.assert_allclose(NativeExecutor(m).run(x), reference.adain(x, sm, ss, 1e-5),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_second_input_size_gets_its_own_plan():
+    m = random_graph(7)
+    ex = NativeExecutor(m)
+    rng = np.random.default_rng(7)
+    xa = rng.standard_normal((1, channels(m), 20, 24)).astype(np.float32)
+    xb = rng.standard_normal((1, channels(m), 33, 15)).astype(np.float32)
+    ya = ex.run(xa).copy()
+    yb = ex.run(xb).copy()
+    np.testing.assert_allclose(ex.run(xa), ya, rtol=0, atol=0)   # deterministic, plan reused
+    np.testing.assert_allclose(yb, ort_run(m, xb), **PARITY)
+    assert len(ex._plans) == 2
+
+
+def _allocations(ex, x):
+    """(new numpy-domain traces left by one run, transient traced peak in bytes)."""
+    tracemalloc.start()
+    s0 = tracemalloc.take_snapshot()
+    cur0, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    ex.run(x)
+    _, peak = tracemalloc.get_traced_memory()
+    s1 = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    only = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
+    diff = s1.filter_traces(only).compare_to(s0.filter_traces(only), "lineno")
+    return sum(max(d.count_diff, 0) for d in diff), peak - cur0
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])   # graphs without fixed-size (tiny) Resize outputs
+def test_zero_allocations_after_first_run(seed):
+    # Sizes chosen so every tensor is > 100 KiB: a numpy temporary freed within the run would
+    # push the traced peak past PY_CHURN (Python objects only: views, tuples, frames).
+    PY_CHURN = 64 << 10
+    for m in (random_graph(seed), small_image_net(c1=8, c2=16, blocks=1)):
+        ex = NativeExecutor(m)
+        x = np.ones((1, channels(m), 97, 101), np.float32)
+        ex.run(x)
+        traces, peak = _allocations(ex, x)
+        assert traces == 0
+        assert peak < PY_CHURN, f"a run allocated a temporary ({peak} bytes traced at peak)"
+        smallest = min(int(np.prod(s)) * 4 for t, s in ex.plan_for({"x": x.shape}).shapes.items()
+                       if t not in ex.graph.consts)
+        assert smallest > PY_CHURN   # the peak bound above can see any tensor temporary
+
+
+def test_unsupported_op_names_op_and_node():
+    b = Builder(np.random.default_rng(0), 3)
+    y = b.conv("x", 3, 4)
+    b.nodes.append(helper.make_node("Gemm", [y, y], ["z"], name="my_gemm"))
+    m = b.model("z")
+    with pytest.raises(UnsupportedOpError, match=r"Gemm.*'my_gemm'"):
+        NativeExecutor(m)
+    b2 = Builder(np.random.default_rng(0), 3)
+    b2.nodes.append(helper.make_node("Warp", ["x"], ["z"], name="warper", domain="my.ops"))
+    g = helper.make_graph(b2.nodes, "g", [b2.x], [helper.make_tensor_value_info(
+        "z", TensorProto.FLOAT, [1, 3, "H", "W"])])
+    m2 = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("my.ops", 1)])
+    with pytest.raises(UnsupportedOpError, match=r"my\.ops::Warp.*'warper'") as info:
+        NativeExecutor(m2)
+    assert isinstance(info.value, ValueError) and info.value.node_name == "warper"
+
+
+def test_unsupported_resize_mode_is_named():
+    b = Builder(np.random.default_rng(0), 3)
+    m = b.model(b.node("Resize", ["x", "", b.const([1, 1, 2, 2])], mode="cubic"))
+    with pytest.raises(UnsupportedOpError, match="cubic"):
+        NativeExecutor(m).run(np.zeros((1, 3, 8, 8), np.float32))
+
+
+def test_corrupt_and_truncated_models(tmp_path):
+    data = small_image_net(c1=8, c2=16, blocks=1).SerializeToString()
+    for bad in (data[: len(data) // 2], b"\x00garbage\xff" * 10):
+        with pytest.raises(ModelLoadError, match="ONNX"):
+            NativeExecutor(bad)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data[:100])
+    with pytest.raises(ModelLoadError):
+        NativeExecutor(str(path))
+    with pytest.raises(FileNotFoundError):
+        NativeExecutor(str(tmp_path / "missing.onnx"))
+    with pytest.raises(TypeError):
+        NativeExecutor(42)
+
+
+def test_bad_inputs():
+    ex = NativeExecutor(small_image_net(c1=8, c2=16, blocks=1))
+    with pytest.raises(TypeError, match="float32"):
+        ex.run(np.zeros((1, 3, 8, 8), np.float64))
+    with pytest.raises(ValueError, match="shape"):
+        ex.run(np.zeros((1, 4, 8, 8), np.float32))
+    with pytest.raises(ValueError, match="missing"):
+        ex.run_many({})
