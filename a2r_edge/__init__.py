@@ -1,6 +1,7 @@
 """a2r_edge: anime/illustration -> photo-realistic pictures, fast on edge CPUs and GPUs.
 
-Public names: ``ops`` (the native image ops), ``__version__``. Submodules load on first use, so
+Public names: ``Engine`` (convert pictures), ``ops`` (the native image ops), ``load_model``
+(read and check a model package or plain ONNX file), ``__version__``. They load on first use, so
 ``import a2r_edge`` is cheap and a bad ``A2R_*`` setting surfaces where it is used, as a
 ``ValueError`` naming the variable.
 """
@@ -12,15 +13,20 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["ops", "__version__"]
-_LAZY = {"ops": "a2r_edge.ops"}
+__all__ = ["Engine", "ops", "load_model", "__version__"]
+# public name -> (module, attribute or None for the module itself)
+_LAZY = {"ops": ("a2r_edge.ops", None), "Engine": ("a2r_edge.engine", "Engine"),
+         "load_model": ("a2r_edge.model.package", "resolve")}
 
 
 def __getattr__(name):
     if name in _LAZY:
-        module = import_module(_LAZY[name])
-        globals()[name] = module
-        return module
+        module_name, attr = _LAZY[name]
+        value = import_module(module_name)
+        if attr is not None:
+            value = getattr(value, attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'a2r_edge' has no attribute {name!r}")
 
 

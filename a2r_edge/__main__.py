@@ -1,13 +1,16 @@
 """``python -m a2r_edge``: the command line.
 
+  convert   pictures in, photo-realistic pictures out (see cli_convert.py)
   info      the setup report: version, CPU kernel level, OpenMP and threads, every A2R_* setting
-Usage errors and bad settings print one line and exit with code 2.
+Usage errors, bad settings and bad inputs print one line each and exit with code 2.
 """
 from __future__ import annotations
 
 import argparse
 import platform
 import sys
+
+from . import cli_convert
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -36,11 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m a2r_edge",
                                      description="a2r_edge: anime -> photo-realistic pictures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_convert.add_parser(sub)
     sub.add_parser("info", help="print the setup report (kernels, threads, settings)")
     args = parser.parse_args(argv)
     try:
-        return {"info": _info}[args.command](args)
-    except ValueError as exc:  # bad A2R_* settings and similar user errors: one line, exit 2
+        return {"info": _info, "convert": cli_convert.run}[args.command](args)
+    except (ValueError, OSError) as exc:  # bad settings, models, paths: one line, exit 2
         print(f"a2r_edge: error: {exc}", file=sys.stderr)
         return 2
 

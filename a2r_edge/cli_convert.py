@@ -1,0 +1,165 @@
+"""``python -m a2r_edge convert``: pictures in, converted pictures out.
+
+Inputs are files or folders (their png, jpg, jpeg, webp, bmp files, not recursive). With one
+input file, -o names the output file (or an existing folder); otherwise -o is a folder, created
+if needed, and each output keeps its input's name. Every output is written to a temporary file
+in the target folder and renamed into place, so an interrupted run never leaves half a picture;
+an output equal to an input is refused unless --overwrite. A bad or unreadable input is reported
+in one line and skipped; the exit code is then 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+
+
+class InputError(ValueError):
+    """A picture that cannot be read: one line for the user."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "convert", help="convert anime-style pictures into photo-realistic ones",
+        description="Convert anime-style pictures into photo-realistic ones with the bundled "
+                    "model (or --model). Outputs are written atomically; bad inputs are "
+                    "reported and skipped (exit code 2).")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="picture files or folders (" + ", ".join(EXTENSIONS) + ")")
+    p.add_argument("-o", "--output", required=True, metavar="OUTPUT",
+                   help="output file (one input file) or folder (created if missing)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
+                   help="where to run (default: auto = the plan's choice)")
+    p.add_argument("--model", metavar="PATH",
+                   help="a model package folder or a plain ONNX image-to-image file "
+                        "(default: the bundled a2r_lite)")
+    p.add_argument("--style", metavar="REF_PHOTO",
+                   help="a reference photo whose statistics steer the AdaIN stage")
+    p.add_argument("--side-by-side", action="store_true",
+                   help="write input | output next to each other")
+    p.add_argument("--overwrite", action="store_true",
+                   help="allow an output path that is also an input")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def read_picture(path: Path) -> np.ndarray:
+    import cv2
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if data.size == 0:
+        raise InputError(f"{path}: empty file")
+    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise InputError(f"{path}: not a picture OpenCV can decode (corrupt, truncated, or "
+                         f"another format)")
+    if img.dtype == np.uint16:  # 16-bit PNG: keep the top 8 bits' worth, rounded
+        img = ((img.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    if img.dtype != np.uint8:
+        raise InputError(f"{path}: {img.dtype} pictures are not supported (8-bit or 16-bit only)")
+    return img
+
+
+def write_picture(path: Path, img: np.ndarray) -> None:
+    """Encode by the extension, write to a temporary file beside ``path``, rename into place."""
+    import cv2
+    ext = path.suffix.lower() or ".png"
+    ok, buf = cv2.imencode(ext, img)
+    if not ok:
+        raise OSError(f"{path}: OpenCV cannot encode {ext} pictures")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.tobytes())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def collect_inputs(items: list[str]) -> tuple[list[Path], list[str]]:
+    """(picture files in order, error lines for inputs that do not exist)."""
+    files, errors = [], []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in EXTENSIONS)
+            if not found:
+                errors.append(f"{p}: folder holds no {'/'.join(EXTENSIONS)} pictures")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            errors.append(f"{p}: no such file or folder")
+    return files, errors
+
+
+def side_by_side(src: np.ndarray, out: np.ndarray) -> np.ndarray:
+    import cv2
+    if src.shape[:2] != out.shape[:2]:
+        src = cv2.resize(src, (out.shape[1], out.shape[0]), interpolation=cv2.INTER_CUBIC)
+    return np.hstack([src.reshape(out.shape), out])
+
+
+def run(args: argparse.Namespace) -> int:
+    from .engine import Engine
+
+    files, errors = collect_inputs(args.inputs)
+    out_arg = Path(args.output)
+    single = len(files) == 1 and len(args.inputs) == 1 and Path(args.inputs[0]).is_file() \
+        and not out_arg.is_dir()
+    if single:
+        if out_arg.suffix.lower() not in EXTENSIONS:
+            raise ValueError(f"output {out_arg}: give a picture file name ({', '.join(EXTENSIONS)}) "
+                             f"or a folder")
+        targets = [out_arg]
+        out_arg.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        if out_arg.exists() and not out_arg.is_dir():
+            raise ValueError(f"output {out_arg} is a file; several inputs need an output folder")
+        out_arg.mkdir(parents=True, exist_ok=True)
+        targets = [out_arg / f.name for f in files]
+        names = [t.name for t in targets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"several inputs would write the same output name: {', '.join(dup)}")
+    inputs = {f.resolve() for f in files}
+    if not args.overwrite:
+        for t in targets:
+            if t.resolve() in inputs:
+                raise ValueError(f"output {t} is also an input: refusing to overwrite it "
+                                 f"(use --overwrite)")
+
+    engine = Engine(args.model, device=args.device)
+    style = read_picture(Path(args.style)) if args.style else None
+    if style is not None:
+        style = style[:, :, :3] if style.ndim == 3 and style.shape[2] == 4 else style
+        if style.ndim == 2:
+            style = np.repeat(style[:, :, None], 3, axis=2)
+    for line in errors:
+        print(f"a2r_edge: error: {line}", file=sys.stderr)
+    done = 0
+    for i, (src_path, dst_path) in enumerate(zip(files, targets), 1):
+        try:
+            img = read_picture(src_path)
+            out = engine.convert(img, style=style)
+            if args.side_by_side:
+                out = side_by_side(img, out)
+            write_picture(dst_path, out)
+            done += 1
+            if not args.quiet:
+                print(f"[{i}/{len(files)}] {src_path} -> {dst_path}", file=sys.stderr)
+        except (InputError, ValueError, OSError) as exc:
+            errors.append(str(exc))
+            print(f"a2r_edge: error: [{i}/{len(files)}] {exc}", file=sys.stderr)
+    print(f"converted {done} of {len(files)} picture(s)" +
+          (f"; {len(errors)} failed" if errors else "") +
+          (f"; output: {targets[0] if single else out_arg}" if done else ""))
+    return 2 if errors else 0

@@ -1,0 +1,230 @@
+"""Model packages: a folder with ``manifest.json`` and the files it names (DESIGN.md §9).
+
+``load_package(path)`` reads and checks a package: the manifest's fields and stages, that every
+file stays inside the folder, and the sha256 of every file. ``wrap_onnx(path)`` turns a plain
+ONNX image-to-image file into a one-stage package (RGB float32 NCHW in [-1, 1] in and out, the
+usual GAN convention). Weights load without pickle: ONNX files and JSON statistics only.
+
+Manifest (format ``a2r_edge.model/1``)::
+
+    {"format": "a2r_edge.model/1", "name": ..., "version": ..., "license": ..., "description": ...,
+     "scale": 1, "stride": 4, "receptive_field": 61,
+     "normalization": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+     "stages": [{"name": "encode", "kind": "onnx", "file": "encoder.onnx"},
+                {"name": "stylize", "kind": "adain", "stats": "photo_stats.json", "eps": 1e-5},
+                {"name": "decode", "kind": "onnx", "file": "decoder.onnx", "add_input": true},
+                {"name": "enhance", "kind": "guided_filter", "radius": 2, "eps": 1e-4,
+                 "detail": 1.5}],
+     "files": {"encoder.onnx": "<sha256>", ...}}
+
+Stage kinds: ``onnx`` (a network; ``add_input``: it predicts a residual, added to the normalised
+input picture), ``adain`` (features renormalised to the statistics in
+``stats``: {"mean": [C], "std": [C]}, or a reference photo's), ``guided_filter`` (detail stage:
+base = guided filter of the picture guided by the input's luma, y = base + detail * (y - base)).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "a2r_edge.model/1"
+STAGE_KINDS = ("onnx", "adain", "guided_filter")
+BUNDLED = Path(__file__).resolve().parent.parent / "models"
+DEFAULT_MODEL = "a2r_lite"
+
+
+class ModelPackageError(ValueError):
+    """A model package that cannot be used: the message says which file or field and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    name: str
+    kind: str
+    params: dict  # the manifest entry; files resolved to absolute paths
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPackage:
+    name: str
+    version: str
+    license: str
+    description: str
+    scale: int | None  # output size / input size; None: whatever the network gives
+    stride: int
+    receptive_field: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    stages: tuple[Stage, ...]
+    folder: Path | None  # None for a wrapped plain ONNX file
+
+    def stage(self, kind: str) -> Stage | None:
+        return next((s for s in self.stages if s.kind == kind), None)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _inside(folder: Path, name, what: str) -> Path:
+    """folder/name, refusing names that escape the folder (absolute, .., symlinks out)."""
+    if not isinstance(name, str) or not name:
+        raise ModelPackageError(f"{what} must be a file name inside the package, got {name!r}")
+    path = (folder / name).resolve()
+    if path != folder and folder not in path.parents:
+        raise ModelPackageError(f"{what} {name!r} points outside the package folder {folder}")
+    return path
+
+
+def _field(manifest: dict, key: str, kind, where: str = "manifest.json"):
+    if key not in manifest:
+        raise ModelPackageError(f"{where} lacks the field {key!r}")
+    value = manifest[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ModelPackageError(f"{where} field {key!r} must be {kind.__name__ if isinstance(kind, type) else kind}, "
+                                f"got {value!r}")
+    return value
+
+
+def _triple(value, key: str) -> tuple[float, float, float]:
+    if (not isinstance(value, list) or len(value) != 3
+            or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value)):
+        raise ModelPackageError(f"manifest.json normalization.{key} must be 3 finite numbers, "
+                                f"got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def load_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) float32 arrays of an adain statistics file {"mean": [C], "std": [C]}."""
+    try:
+        data = json.loads(path.read_text())
+        mean = np.asarray(data["mean"], np.float64)
+        std = np.asarray(data["std"], np.float64)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelPackageError(f"{path.name}: not a statistics file "
+                                f"{{\"mean\": [...], \"std\": [...]}}: {exc}") from None
+    if (mean.ndim != 1 or mean.shape != std.shape or mean.size == 0
+            or not np.all(np.isfinite(mean)) or not np.all(np.isfinite(std)) or np.any(std <= 0)):
+        raise ModelPackageError(f"{path.name}: mean and std must be equal-length lists of finite "
+                                f"numbers, std > 0")
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def _check_stage(folder: Path, entry, index: int, checksums: dict) -> Stage:
+    where = f"manifest.json stages[{index}]"
+    if not isinstance(entry, dict):
+        raise ModelPackageError(f"{where} must be an object, got {entry!r}")
+    name = _field(entry, "name", str, where)
+    kind = _field(entry, "kind", str, where)
+    if kind not in STAGE_KINDS:
+        raise ModelPackageError(f"{where} ({name}): kind must be one of {STAGE_KINDS}, "
+                                f"got {kind!r}")
+    params = dict(entry)
+    for key in {"onnx": ("file",), "adain": ("stats",), "guided_filter": ()}[kind]:
+        rel = _field(entry, key, str, where)
+        path = _inside(folder, rel, f"{where} {key}")
+        if rel not in checksums:
+            raise ModelPackageError(f"manifest.json 'files' has no sha256 for {rel!r}")
+        params[key] = path
+    if kind == "adain":
+        eps = params.setdefault("eps", 1e-5)
+        if not isinstance(eps, (int, float)) or not eps > 0:
+            raise ModelPackageError(f"{where} ({name}): eps must be > 0, got {eps!r}")
+    if kind == "guided_filter":
+        r, eps, detail = entry.get("radius"), entry.get("eps"), entry.get("detail", 1.0)
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise ModelPackageError(f"{where} ({name}): radius must be an int >= 0, got {r!r}")
+        for key, v in (("eps", eps), ("detail", detail)):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ModelPackageError(f"{where} ({name}): {key} must be a finite number, "
+                                        f"got {v!r}")
+        if eps <= 0:
+            raise ModelPackageError(f"{where} ({name}): eps must be > 0, got {eps!r}")
+        params["detail"] = float(detail)
+    return Stage(name, kind, params)
+
+
+def load_package(folder) -> ModelPackage:
+    """Read and check the model package in ``folder`` (every checksum verified)."""
+    folder = Path(folder).resolve()
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        raise ModelPackageError(f"{folder} is not a model package: no manifest.json")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelPackageError(f"{manifest_path}: not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise ModelPackageError(f"{manifest_path}: must hold a JSON object")
+    if manifest.get("format") != FORMAT:
+        raise ModelPackageError(f"{manifest_path}: format must be {FORMAT!r}, "
+                                f"got {manifest.get('format')!r}")
+    checksums = _field(manifest, "files", dict)
+    for rel, digest in checksums.items():
+        path = _inside(folder, rel, "manifest.json files entry")
+        if not path.is_file():
+            raise ModelPackageError(f"model package file {rel!r} is missing from {folder}")
+        actual = sha256_of(path)
+        if not isinstance(digest, str) or actual != digest.lower():
+            raise ModelPackageError(f"{rel}: sha256 mismatch (manifest {digest!r}, file "
+                                    f"{actual}): the file is corrupt or was changed")
+    stages = _field(manifest, "stages", list)
+    if not stages:
+        raise ModelPackageError("manifest.json 'stages' is empty")
+    stages = tuple(_check_stage(folder, s, i, checksums) for i, s in enumerate(stages))
+    if not any(s.kind == "onnx" for s in stages):
+        raise ModelPackageError("manifest.json has no 'onnx' stage: nothing to run")
+    norm = _field(manifest, "normalization", dict)
+    scale, stride = _field(manifest, "scale", int), _field(manifest, "stride", int)
+    if scale < 1 or stride < 1:
+        raise ModelPackageError(f"manifest.json scale and stride must be >= 1, got {scale}, "
+                                f"{stride}")
+    std = _triple(norm.get("std"), "std")
+    if 0.0 in std:
+        raise ModelPackageError("manifest.json normalization.std must not contain 0")
+    return ModelPackage(
+        name=_field(manifest, "name", str), version=str(manifest.get("version", "")),
+        license=str(manifest.get("license", "unknown")),
+        description=str(manifest.get("description", "")), scale=scale, stride=stride,
+        receptive_field=int(manifest.get("receptive_field", 0)),
+        mean=_triple(norm.get("mean"), "mean"), std=std, stages=stages, folder=folder)
+
+
+def wrap_onnx(path) -> ModelPackage:
+    """A plain ONNX image-to-image file as a one-stage package: RGB float32 NCHW in [-1, 1]
+    (mean = std = 0.5) in and out, at whatever scale the network has."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ModelPackageError(f"model file not found: {path}")
+    stage = Stage("network", "onnx", {"name": "network", "kind": "onnx", "file": path})
+    return ModelPackage(name=path.stem, version="", license="unknown",
+                        description=f"plain ONNX model {path.name}", scale=None, stride=1,
+                        receptive_field=0, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+                        stages=(stage,), folder=None)
+
+
+def resolve(model) -> ModelPackage:
+    """None (the bundled default), a package folder, or a plain .onnx file."""
+    if model is None:
+        return load_package(BUNDLED / DEFAULT_MODEL)
+    if isinstance(model, ModelPackage):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model must be None, a package folder or an .onnx path, "
+                        f"got {type(model).__name__}")
+    path = Path(model)
+    if path.is_dir():
+        return load_package(path)
+    if path.is_file():
+        return wrap_onnx(path)
+    raise ModelPackageError(f"model not found: {path} is neither a package folder nor a file")

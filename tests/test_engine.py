@@ -1,0 +1,202 @@
+"""Engine: the pipeline of DESIGN.md §1 on tiny random-weight packages, against an independent
+numpy + onnxruntime implementation of the package semantics."""
+import json
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+import a2r_edge
+from a2r_edge import Engine
+from a2r_edge.backends import reference as ref
+from a2r_edge.model.package import ModelPackageError, load_package
+from model_packages import make_package, upscaler_2x, sha256
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    return make_package(tmp_path_factory.mktemp("pkg") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def engine(package):
+    return Engine(str(package))
+
+
+def picture(shape, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def expected(package, img_bgr, stats=None):
+    """The package semantics written out with onnxruntime and the numpy reference."""
+    m = json.loads((package / "manifest.json").read_text())
+    h, w = img_bgr.shape[:2]
+    s = m["stride"]
+    padded = np.pad(img_bgr, ((0, -h % s), (0, -w % s), (0, 0)), mode="reflect")
+    x = ref.preprocess(padded, (0.5,) * 3, (0.5,) * 3)
+    run = lambda f, v: onnxruntime.InferenceSession(str(package / f)).run(None, {"x": v})[0]
+    feats = run("encoder.onnx", x)
+    if stats is None:
+        st = json.loads((package / "photo_stats.json").read_text())
+        stats = (np.array(st["mean"]), np.array(st["std"]))
+    feats = ref.adain(feats, stats[0], stats[1], 1e-5)
+    y = run("decoder.onnx", feats) + x
+    gf = m["stages"][3]
+    luma = 0.299 * x[0, 0] + 0.587 * x[0, 1] + 0.114 * x[0, 2]
+    src = y[0].transpose(1, 2, 0)
+    base = ref.guided_filter(luma.astype(np.float32), np.ascontiguousarray(src), gf["radius"],
+                             gf["eps"])
+    y = (base + gf["detail"] * (src - base)).transpose(2, 0, 1)[None].astype(np.float32)
+    return ref.postprocess(y, (0.5,) * 3, (0.5,) * 3)[:h, :w]
+
+
+@pytest.mark.parametrize("shape", [(32, 32, 3), (37, 53, 3), (5, 9, 3), (1, 1, 3), (2, 3, 3)])
+def test_matches_the_package_semantics(package, engine, shape):
+    img = picture(shape)
+    out = engine.convert(img)
+    assert out.shape == img.shape and out.dtype == np.uint8
+    diff = np.abs(out.astype(int) - expected(package, img))
+    assert diff.max() <= 1, f"max difference {diff.max()} levels"
+
+
+def test_native_and_onnxruntime_backends_agree(package, engine):
+    img = picture((48, 40, 3), seed=3)
+    other = Engine(str(package), backend="onnxruntime")
+    assert "onnxruntime" in other.plan.describe()
+    assert np.abs(engine.convert(img).astype(int) - other.convert(img)).max() <= 1
+
+
+def test_gray_and_alpha_layouts(engine):
+    bgr = picture((21, 30, 3), seed=1)
+    gray = bgr[:, :, 1].copy()
+    out = engine.convert(gray)
+    assert out.shape == gray.shape and out.dtype == np.uint8
+    np.testing.assert_array_equal(engine.convert(gray[:, :, None])[:, :, 0], out)
+    alpha = picture((21, 30), seed=2)
+    bgra = np.dstack([bgr, alpha])
+    out4 = engine.convert(bgra)
+    assert out4.shape == bgra.shape
+    np.testing.assert_array_equal(out4[:, :, 3], alpha)  # alpha kept exactly
+    np.testing.assert_array_equal(out4[:, :, :3], engine.convert(bgr))
+
+
+def test_strided_input_and_batch_and_stream(engine):
+    big = picture((40, 60, 3), seed=4)
+    view = big[::2, ::2]
+    np.testing.assert_array_equal(engine.convert(view), engine.convert(view.copy()))
+    frames = [picture((16, 16 + 4 * i, 3), seed=i) for i in range(4)]
+    singles = [engine.convert(f) for f in frames]
+    for got, want in zip(engine.convert_batch(frames), singles):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(engine.stream(iter(frames)), singles):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_style_reference_changes_the_result(package, engine):
+    img, ref_photo = picture((32, 32, 3), seed=5), picture((24, 28, 3), seed=6)
+    mean, std = engine.style_stats(ref_photo)
+    assert mean.shape == std.shape == (1, 8) and np.all(std > 0)
+    styled = engine.convert(img, style=ref_photo)
+    assert np.abs(styled.astype(int) - expected(package, img, (mean, std))).max() <= 1
+    assert np.abs(styled.astype(int) - engine.convert(img)).mean() > 1
+
+
+def test_plain_onnx_file_is_wrapped(tmp_path):
+    path = tmp_path / "up2.onnx"
+    onnx.save(upscaler_2x(np.random.default_rng(0)), path)
+    eng = Engine(str(path))
+    img = np.dstack([picture((13, 17, 3)), picture((13, 17), seed=9)])
+    out = eng.convert(img)
+    assert out.shape == (26, 34, 4)
+    x = ref.preprocess(img[:, :, :3], (0.5,) * 3, (0.5,) * 3)
+    y = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})[0]
+    assert np.abs(out[:, :, :3].astype(int) - ref.postprocess(y, (0.5,) * 3, (0.5,) * 3)).max() <= 1
+
+
+def test_plan_describes_every_stage(engine):
+    text = engine.plan.describe()
+    for stage in ("encode", "stylize", "decode", "enhance"):
+        assert stage in text
+
+
+def test_unsupported_op_falls_back_to_onnxruntime_and_says_why(tmp_path):
+    folder = make_package(tmp_path / "p")
+    model = onnx.load(folder / "decoder.onnx")
+    tanh = next(n for n in model.graph.node if n.op_type == "Tanh")
+    tanh.op_type = "Softsign"  # valid ONNX, not in the native executor's set
+    onnx.save(model, folder / "decoder.onnx")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["decoder.onnx"] = sha256(folder / "decoder.onnx")
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    eng = Engine(str(folder))
+    assert eng.plan.backend_of("decode") == "onnxruntime"
+    assert "Softsign" in eng.plan.describe()
+    assert eng.convert(picture((16, 16, 3))).shape == (16, 16, 3)
+    with pytest.raises(ValueError, match="Softsign"):
+        Engine(str(folder), backend="native")
+
+
+@pytest.mark.parametrize("bad,error,match", [
+    (np.zeros((8, 8, 3), np.float32), TypeError, "uint8"),
+    (np.zeros((8, 8, 2), np.uint8), ValueError, "shape"),
+    (np.zeros((0, 8, 3), np.uint8), ValueError, "empty"),
+    (np.zeros((2, 8, 8, 3), np.uint8), ValueError, "shape"),
+    ([[0, 1]], TypeError, "ndarray"),
+])
+def test_bad_pictures(engine, bad, error, match):
+    with pytest.raises(error, match=match):
+        engine.convert(bad)
+
+
+def test_devices(package):
+    with pytest.raises(ValueError, match="CUDA"):
+        Engine(str(package), device="gpu")
+    with pytest.raises(ValueError, match="device must be one of"):
+        Engine(str(package), device="tpu")
+    assert Engine(str(package), device="cpu").plan.device == "cpu"
+
+
+def _edit_manifest(folder, change):
+    m = json.loads((folder / "manifest.json").read_text())
+    change(m)
+    (folder / "manifest.json").write_text(json.dumps(m))
+
+
+def test_package_checks(tmp_path):
+    folder = make_package(tmp_path / "ok")
+    assert load_package(folder).name == "tiny"
+    (folder / "photo_stats.json").write_text('{"mean": [0], "std": [1]}')
+    with pytest.raises(ModelPackageError, match="photo_stats.json: sha256 mismatch"):
+        load_package(folder)
+
+    folder = make_package(tmp_path / "escape")
+    _edit_manifest(folder, lambda m: m["stages"][0].update(file="../../etc/passwd"))
+    with pytest.raises(ModelPackageError, match="outside the package"):
+        load_package(folder)
+
+    folder = make_package(tmp_path / "unlisted")
+    _edit_manifest(folder, lambda m: m["files"].pop("decoder.onnx"))
+    with pytest.raises(ModelPackageError, match="no sha256 for 'decoder.onnx'"):
+        load_package(folder)
+
+    folder = make_package(tmp_path / "kind")
+    _edit_manifest(folder, lambda m: m["stages"][1].update(kind="magic"))
+    with pytest.raises(ModelPackageError, match="kind must be one of"):
+        load_package(folder)
+
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "manifest.json").write_text("{not json")
+    with pytest.raises(ModelPackageError, match="not valid JSON"):
+        load_package(tmp_path / "json")
+    with pytest.raises(ModelPackageError, match="no manifest.json"):
+        load_package(tmp_path)
+    with pytest.raises(ModelPackageError, match="not found"):
+        a2r_edge.load_model(str(tmp_path / "missing.onnx"))
+
+
+def test_corrupt_onnx_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(b"\x08\x07garbage")
+    with pytest.raises(ValueError, match="bad.onnx"):
+        Engine(str(path))
