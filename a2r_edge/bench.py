@@ -400,6 +400,11 @@ def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
     try:
         model, which = bench_model(tmp.name)
         notes.append(f"model: {which}")
+        try:  # other work on the machine slows every figure: say how busy it was
+            notes.append(f"load average at start: {os.getloadavg()[0]:.2f} "
+                         f"({os.cpu_count()} CPUs)")
+        except OSError:
+            pass
         with cpu.using_threads(threads):
             chain = StageChain(model.stages, threads)
             cases = op_cases(quick, threads)
