@@ -1,7 +1,8 @@
 """a2r_edge: anime/illustration -> photo-realistic pictures, fast on edge CPUs and GPUs.
 
 Public names: ``Engine`` (convert pictures), ``ops`` (the native image ops), ``load_model``
-(read and check a model package or plain ONNX file), ``__version__``. They load on first use, so
+(read and check a model package or plain ONNX file), ``detect_hardware`` (this machine's
+``HardwareProfile``), ``__version__``. They load on first use, so
 ``import a2r_edge`` is cheap and a bad ``A2R_*`` setting surfaces where it is used, as a
 ``ValueError`` naming the variable.
 """
@@ -13,10 +14,11 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["Engine", "ops", "load_model", "__version__"]
+__all__ = ["Engine", "ops", "load_model", "detect_hardware", "__version__"]
 # public name -> (module, attribute or None for the module itself)
 _LAZY = {"ops": ("a2r_edge.ops", None), "Engine": ("a2r_edge.engine", "Engine"),
-         "load_model": ("a2r_edge.model.package", "resolve")}
+         "load_model": ("a2r_edge.model.package", "resolve"),
+         "detect_hardware": ("a2r_edge.hardware", "detect_hardware")}
 
 
 def __getattr__(name):

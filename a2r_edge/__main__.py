@@ -1,7 +1,8 @@
 """``python -m a2r_edge``: the command line.
 
   convert   pictures in, photo-realistic pictures out (see cli_convert.py)
-  info      the setup report: version, CPU kernel level, OpenMP and threads, every A2R_* setting
+  info      the setup report: version, CPU kernel level, OpenMP and threads, the hardware, where
+            each stage of the model runs and why (the plan), every A2R_* setting
 Usage errors, bad settings and bad inputs print one line each and exit with code 2.
 """
 from __future__ import annotations
@@ -29,6 +30,17 @@ def _info(args: argparse.Namespace) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
+    print("\nhardware:")
+    print("  " + hardware.detect_hardware().describe().replace("\n", "\n  "))
+    print("\nplan:")
+    from a2r_edge.model import package as pkg
+    if args.model is None and not (pkg.BUNDLED / pkg.DEFAULT_MODEL / "manifest.json").exists():
+        print(f"  (no model: the bundled {pkg.DEFAULT_MODEL} is not installed; pass --model)")
+    else:
+        from a2r_edge.engine import Engine
+        eng = Engine(args.model, args.device)
+        print(f"  model {eng.model.name} {eng.model.version}")
+        print("  " + eng.plan.describe().replace("\n", "\n  "))
     print("\nsettings:")
     for name, value, doc in _settings.describe():
         print(f"  {name}={value}\n      {doc}")
@@ -40,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description="a2r_edge: anime -> photo-realistic pictures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_convert.add_parser(sub)
-    sub.add_parser("info", help="print the setup report (kernels, threads, settings)")
+    info = sub.add_parser("info", help="print the setup report (kernels, threads, hardware, "
+                                       "the plan, settings)")
+    info.add_argument("--model", help="model package folder or ONNX file (default: bundled)")
+    info.add_argument("--device", default="auto", help="auto | cpu | gpu | split")
     args = parser.parse_args(argv)
     try:
         return {"info": _info, "convert": cli_convert.run}[args.command](args)

@@ -45,6 +45,12 @@ SETTINGS = {s.name: s for s in (
     Setting("A2R_NUM_THREADS", _positive_int, None,
             "Threads for the native CPU kernels; default: physical cores within the affinity "
             "mask and the cgroup CPU quota."),
+    Setting("A2R_CACHE_DIR", str, None,
+            "Folder for per-machine measurements (bench --save-profile, the scheduler's "
+            "calibration); default: $XDG_CACHE_HOME/a2r_edge or ~/.cache/a2r_edge."),
+    Setting("A2R_PROFILE", str, None,
+            "Hardware profile JSON (profiles/schema.json) the scheduler uses instead of the "
+            "cached one for this machine."),
     Setting("A2R_WITH_OPENMP", _choice("auto", "0"), "auto",
             "Build with OpenMP when the compile+link+run probe passes (auto) or never (0).",
             when="build time"),

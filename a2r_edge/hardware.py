@@ -1,12 +1,21 @@
-"""What this machine offers: CPU cores within the limits the process runs under.
+"""What this machine offers: CPU cores within the limits the process runs under
+(``default_threads``), and the whole machine (``detect_hardware() -> HardwareProfile``: CPU,
+ISA levels, caches, memory, cgroup limits, GPUs, Jetson boards); where profiles are cached.
 
 Every probe degrades to a safe answer on an unusual machine (missing /proc, /sys, containers)
 instead of failing.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 import os
+import platform
+import re
+import shutil
+import subprocess
 
 
 def _allowed_cpus() -> set[int]:
@@ -63,3 +72,344 @@ def default_threads() -> int:
     if quota is not None:
         n = min(n, max(1, math.ceil(quota)))
     return max(1, n)
+
+
+# --- the whole machine: detect_hardware() ----------------------------------------------------------
+
+
+# cgroup v1 reports "no memory limit" as a huge page-rounded number (2^63 - 4096 on x86_64):
+# anything above 2^60 bytes is no limit.
+_NO_LIMIT = 1 << 60
+_NVIDIA_SMI_TIMEOUT_S = 5  # a wedged driver must not hang detect_hardware()
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    name: str | None
+    memory_bytes: int | None
+    compute_capability: str | None  # "9.0"; None when the source does not say
+    source: str                     # "nvidia-smi", "jetson" or "onnxruntime"
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareProfile:
+    """What this machine offers. Every field is None where the machine does not say."""
+    cpu_model: str | None
+    architecture: str | None
+    isas: tuple[str, ...] | None          # CPU kernel levels this build + CPU + OS run
+    physical_cores: int | None
+    logical_cpus: int | None              # CPUs in the affinity mask
+    caches: dict | None                   # {"L1d": bytes, "L1i": ..., "L2": ..., "L3": ...}
+    memory_total_bytes: int | None        # /proc/meminfo MemTotal
+    memory_available_bytes: int | None    # /proc/meminfo MemAvailable
+    cgroup_memory_limit_bytes: int | None # None: no limit
+    cgroup_cpu_quota: float | None        # CPUs; None: no quota
+    default_threads: int                  # what the kernels use without A2R_NUM_THREADS
+    gpus: tuple[GpuInfo, ...]
+    onnxruntime_providers: tuple[str, ...] | None
+    onnxruntime_cuda: bool                # onnxruntime offers the CUDA provider (not: it works)
+    cuda_library: str | None              # path of a2r_edge's CUDA library; None: not built
+    board: str | None                     # /proc/device-tree/model (ARM boards)
+    jetson: str | None                    # /etc/nv_tegra_release first line on Jetson boards
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["isas"] = list(self.isas) if self.isas is not None else None
+        d["gpus"] = [dataclasses.asdict(g) for g in self.gpus]
+        d["onnxruntime_providers"] = (list(self.onnxruntime_providers)
+                                      if self.onnxruntime_providers is not None else None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HardwareProfile":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in fields}
+        d["gpus"] = tuple(GpuInfo(**g) for g in d.get("gpus") or ())
+        for key in ("isas", "onnxruntime_providers"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        for f in dataclasses.fields(cls):
+            d.setdefault(f.name, False if f.name == "onnxruntime_cuda" else
+                         (() if f.name == "gpus" else (1 if f.name == "default_threads"
+                                                       else None)))
+        return cls(**d)
+
+    def machine_key(self) -> str:
+        """A file-name-safe key of this machine's CPU side (model, architecture, kernel levels,
+        cores, quota): caches are kept per key. GPUs are not in it, so the key can be computed
+        without running nvidia-smi; a profile records its GPUs in "machine"."""
+        ident = json.dumps([self.cpu_model, self.architecture, self.isas, self.physical_cores,
+                            self.cgroup_cpu_quota], default=str)
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", (self.cpu_model or "unknown-cpu")).strip("-")
+        return f"{slug[:40].lower()}-{hashlib.sha256(ident.encode()).hexdigest()[:10]}"
+
+    def describe(self) -> str:
+        caches = ", ".join(f"{k} {v // 1024} KiB" for k, v in (self.caches or {}).items())
+        mem = (f"{self.memory_total_bytes / 2**30:.1f} GiB" if self.memory_total_bytes
+               else "unknown")
+        if self.cgroup_memory_limit_bytes:
+            mem += f" (cgroup limit {self.cgroup_memory_limit_bytes / 2**30:.1f} GiB)"
+        gpus = "; ".join(f"{g.name} ({g.memory_bytes // 2**20 if g.memory_bytes else '?'} MiB, "
+                         f"cc {g.compute_capability or '?'}, via {g.source})"
+                         for g in self.gpus) or "none found"
+        lines = [f"cpu: {self.cpu_model or 'unknown'} ({self.architecture or '?'}), "
+                 f"{self.physical_cores or '?'} physical cores, {self.logical_cpus or '?'} "
+                 f"CPUs allowed, quota {self.cgroup_cpu_quota or 'none'}",
+                 f"isa levels: {', '.join(self.isas) if self.isas else 'unknown'}",
+                 f"caches: {caches or 'unknown'}", f"memory: {mem}", f"gpus: {gpus}",
+                 f"onnxruntime CUDA provider offered: {'yes' if self.onnxruntime_cuda else 'no'};"
+                 f" a2r_edge CUDA library: {self.cuda_library or 'not built'}"]
+        if self.board or self.jetson:
+            lines.append(f"board: {self.board or '?'}" +
+                         (f" (Jetson: {self.jetson})" if self.jetson else ""))
+        return "\n".join(lines)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").replace("\x00", "").strip()
+    except OSError:
+        return None
+
+
+def _size_bytes(text: str | None) -> int | None:
+    """'32K', '1024K', '32M', '1048576' -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
+
+
+def _cpuinfo_model(text: str | None) -> str | None:
+    for key in ("model name", "Hardware", "Processor", "cpu model", "uarch"):
+        for line in (text or "").splitlines():
+            k, _, v = line.partition(":")
+            if k.strip() == key and v.strip():
+                return v.strip()
+    return None
+
+
+def _caches(sys_root: str) -> dict | None:
+    base = os.path.join(sys_root, "devices", "system", "cpu", "cpu0", "cache")
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return None
+    caches = {}
+    for e in entries:
+        level, kind = _read(os.path.join(base, e, "level")), _read(os.path.join(base, e, "type"))
+        size = _size_bytes(_read(os.path.join(base, e, "size")))
+        if not level or size is None:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
+        caches[f"L{level}{suffix}"] = size
+    return caches or None
+
+
+def _meminfo(proc_root: str) -> tuple[int | None, int | None]:
+    values = {}
+    for line in (_read(os.path.join(proc_root, "meminfo")) or "").splitlines():
+        k, _, v = line.partition(":")
+        size = _size_bytes(v.replace("kB", "K"))
+        if size is not None:
+            values[k.strip()] = size
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def cgroup_memory_limit(root: str = "/sys/fs/cgroup") -> int | None:
+    """Bytes the cgroup allows (v2 memory.max or v1 limit_in_bytes); None when unlimited."""
+    for path in (os.path.join(root, "memory.max"),
+                 os.path.join(root, "memory", "memory.limit_in_bytes")):
+        text = _read(path)
+        if text is None:
+            continue
+        if text == "max":
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            return None
+        return value if 0 < value < _NO_LIMIT else None
+    return None
+
+
+def _physical_cores_of(cpuinfo: str, allowed: set[int] | None) -> int | None:
+    cores, cpu, package, processors = set(), None, "0", 0
+    for line in (_read(cpuinfo) or "").splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        try:
+            if key == "processor":
+                cpu, package = int(value), "0"
+                processors += 1
+            elif key == "physical id":
+                package = value
+            elif key == "core id" and (allowed is None or cpu in allowed):
+                cores.add((package, value))
+        except ValueError:
+            return None
+    if cores:
+        return len(cores)
+    # no "core id" lines (many ARM kernels): count the processors, SMT unknown
+    if allowed is not None and processors:
+        return len(allowed)
+    return processors or None
+
+
+def _nvidia_smi(executable: str | None) -> list[GpuInfo]:
+    """GPUs as nvidia-smi reports them; [] when it is missing, fails or times out."""
+    if not executable:
+        return []
+    for fields in ("name,memory.total,compute_cap", "name,memory.total"):
+        try:
+            out = subprocess.run([executable, f"--query-gpu={fields}",
+                                  "--format=csv,noheader,nounits"], capture_output=True,
+                                 text=True, timeout=_NVIDIA_SMI_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError):
+            return []
+        if out.returncode != 0:
+            continue  # older drivers do not know compute_cap: ask again without it
+        gpus = []
+        for line in out.stdout.strip().splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            mem = parts[1] if len(parts) > 1 else ""
+            gpus.append(GpuInfo(name=parts[0] or None,
+                                memory_bytes=int(mem) << 20 if mem.isdigit() else None,
+                                compute_capability=(parts[2] if len(parts) > 2 and
+                                                    re.fullmatch(r"\d+\.\d+", parts[2])
+                                                    else None),
+                                source="nvidia-smi"))
+        return gpus
+    return []
+
+
+def _ort_providers() -> tuple[str, ...] | None:
+    try:
+        import onnxruntime
+        return tuple(onnxruntime.get_available_providers())
+    except Exception:  # a broken onnxruntime install must not break detection
+        return None
+
+
+def _isas() -> tuple[str, ...] | None:
+    try:
+        from .backends import cpu
+        return tuple(cpu.available_isas())
+    except Exception:  # extension not built: unknown, not an error here
+        return None
+
+
+def cuda_library() -> str | None:
+    """Path of a2r_edge's CUDA library when it is built; None otherwise (this build: None)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("_a2r_cuda.so", "a2r_cuda.so", "a2r_cuda.dll"):
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
+                    cgroup_root: str = "/sys/fs/cgroup", etc_root: str = "/etc",
+                    allowed_cpus: set[int] | None = None, nvidia_smi: str | None = "auto",
+                    isas: tuple[str, ...] | None | str = "auto",
+                    machine: str | None = None) -> HardwareProfile:
+    """The ``HardwareProfile`` of this machine. Never raises on an unusual machine: what cannot
+    be read is None. The roots, the allowed CPU set, the nvidia-smi path ("auto": search PATH;
+    None: do not run it) and the ISA levels are parameters so tests can feed fake trees.
+
+    >>> hw = detect_hardware()
+    >>> hw.physical_cores, hw.caches.get("L2")
+    """
+    real = proc_root == "/proc"
+    if allowed_cpus is None and real:
+        allowed_cpus = _allowed_cpus()
+    cpuinfo = _read(os.path.join(proc_root, "cpuinfo"))
+    cores = _physical_cores_of(os.path.join(proc_root, "cpuinfo"), allowed_cpus)
+    quota = cgroup_cpu_quota(cgroup_root)
+    threads = cores or (len(allowed_cpus) if allowed_cpus else 1)
+    if quota is not None:
+        threads = min(threads, max(1, math.ceil(quota)))
+    total, available = _meminfo(proc_root)
+    board = _read(os.path.join(proc_root, "device-tree", "model")) or None
+    tegra = _read(os.path.join(etc_root, "nv_tegra_release"))
+    jetson = (tegra.splitlines()[0].strip() if tegra else None) or (
+        board if board and "jetson" in board.lower() else None)
+    if nvidia_smi == "auto":
+        nvidia_smi = shutil.which("nvidia-smi") if real else None
+    gpus = _nvidia_smi(nvidia_smi)
+    if not gpus and jetson:
+        # Jetson GPUs share the system memory and have no nvidia-smi query.
+        gpus = [GpuInfo(name=board, memory_bytes=None, compute_capability=None,
+                        source="jetson")]
+    providers = _ort_providers()
+    return HardwareProfile(
+        cpu_model=_cpuinfo_model(cpuinfo) or board,
+        architecture=machine if machine is not None else (platform.machine() or None),
+        isas=_isas() if isas == "auto" else isas,
+        physical_cores=cores,
+        logical_cpus=len(allowed_cpus) if allowed_cpus else None,
+        caches=_caches(sys_root),
+        memory_total_bytes=total,
+        memory_available_bytes=available,
+        cgroup_memory_limit_bytes=cgroup_memory_limit(cgroup_root),
+        cgroup_cpu_quota=quota,
+        default_threads=max(1, threads),
+        gpus=tuple(gpus),
+        onnxruntime_providers=providers,
+        onnxruntime_cuda=bool(providers and "CUDAExecutionProvider" in providers),
+        cuda_library=cuda_library(),
+        board=board,
+        jetson=jetson,
+    )
+
+
+# --- where measured figures are kept ----------------------------------------------------------------
+
+def cache_dir() -> str:
+    """A2R_CACHE_DIR, else $XDG_CACHE_HOME/a2r_edge, else ~/.cache/a2r_edge (not created here)."""
+    from . import _settings
+    configured = _settings.get("A2R_CACHE_DIR")
+    if configured:
+        return configured
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "a2r_edge")
+
+
+def profile_path(hw: HardwareProfile | None = None) -> str:
+    """Where ``python -m a2r_edge.bench --save-profile`` keeps this machine's profile."""
+    hw = hw or detect_hardware(nvidia_smi=None)
+    return os.path.join(cache_dir(), f"profile-{hw.machine_key()}.json")
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (no half-written file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def load_profile(path: str | None = None) -> dict | None:
+    """The profile JSON at ``path``; else A2R_PROFILE; else this machine's cached profile; None
+    when there is none. A file named explicitly (argument or A2R_PROFILE) that cannot be read is
+    a ValueError naming it; a damaged cache file is ignored."""
+    from . import _settings
+    explicit = path or _settings.get("A2R_PROFILE")
+    candidate = explicit or profile_path()
+    try:
+        with open(candidate) as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except FileNotFoundError:
+        if explicit:
+            raise ValueError(f"hardware profile {candidate!r} does not exist") from None
+        return None
+    except (OSError, ValueError) as exc:
+        if explicit:
+            raise ValueError(f"hardware profile {candidate!r} cannot be read: {exc}") from None
+        return None

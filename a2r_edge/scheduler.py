@@ -1,78 +1,512 @@
 """Where each stage of a model runs, and why: the ``Plan``.
 
-Today one device exists in every build: the CPU. ONNX stages run on the native executor
-(``model.NativeExecutor``) unless their graph holds an op it does not run, in which case
-onnxruntime runs that stage and the plan says so; the image ops (AdaIN, guided filter, pre- and
-post-processing) run on the native CPU kernels. GPU and split plans need the CUDA library, which
-this build does not have: asking for them is an error that says so, never a silent CPU run.
+``make_plan`` enumerates every placement of the model's stages on the backends that can run
+them, costs each placement with measured figures, and keeps the best:
+
+- backends (``available_backends``): ``native`` (our CPU kernels and the native ONNX executor)
+  and ``onnxruntime`` on the CPU; ``cuda`` (our CUDA kernels) and ``onnxruntime-cuda`` on the
+  GPU. The GPU ones are unavailable in this build (no CUDA library): they exist so profiles can
+  carry their figures and tests can plan for GPU boxes. A GPU backend plugs in by becoming
+  available here; the cost model does not change.
+- figures (``Costs``): stage times per backend and size, each stage's output bytes, and the
+  host<->device link (GB/s each way + a fixed latency per copy), from a profile
+  (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
+  short calibration (the model's stages on each CPU backend at 128x128, well under 5 s), cached
+  per machine and model in ``hardware.cache_dir()``.
+- cost of a placement: latency = stage times + every copy between devices (the picture goes
+  up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
+  a stage's output moves when the next stage is elsewhere; the picture itself moves to a device
+  whose stage needs it: guided filter, ``add_input``). Frame time for streams: stages of
+  successive frames overlap across devices, so the busiest of CPU, GPU and the copy link
+  bounds the throughput (when a spare core can drive the GPU; else frame time = latency).
+- objective: "latency" (single pictures) minimises latency; "throughput" (batches, streams)
+  minimises frame time. Ties keep fewer device changes, then the native backend.
+- threads: pools that run at the same time never sum to more than the cores. Stages on one
+  device run one after another, so OpenMP and onnxruntime may each use every core (their waits
+  are passive: OMP_WAIT_POLICY=PASSIVE, allow_spinning=0, see backends/); when a throughput
+  plan overlaps a GPU with the CPU, one core is kept for the thread that drives the GPU.
+
+The GPU is never assumed faster: without measured GPU figures a GPU placement is not costed
+and not chosen, and a measured GPU slower than the CPU (Jetson-like) gets a CPU plan whose
+``describe()`` says so.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import hashlib
+import itertools
+import os
 
 from .backends import cpu
 
 DEVICES = ("auto", "cpu", "gpu", "split")
-BACKENDS = ("native", "onnxruntime")
+BACKENDS = ("native", "onnxruntime")  # what ``backend=`` may force for the ONNX stages
+OBJECTIVES = ("latency", "throughput")
+CALIBRATION_SIZE = 128  # small: the calibration of a model's stages must stay under 5 s
+REFERENCE_SIZE = 512    # the picture size plans are costed at when none is given
+NO_CUDA = ("a2r_edge's CUDA library is not built (cuda_ops/ has no build in this version); "
+           "GPU plans are unavailable")
 
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """A place a stage can run. ``kinds``: the stage kinds it runs."""
+    name: str        # "native", "onnxruntime", "cuda", "onnxruntime-cuda"
+    device: str      # "cpu" or "gpu"
+    kinds: tuple[str, ...]
+    available: bool = True
+    why_not: str = ""  # why it is unavailable
+
+
+def available_backends(hw=None) -> tuple[Backend, ...]:
+    """Every backend, available or not (with the reason). ``hw``: a HardwareProfile (only to
+    say whether onnxruntime offers its CUDA provider)."""
+    from . import hardware
+    library = hardware.cuda_library()
+    why = "" if library else NO_CUDA
+    ort_cuda = bool(hw.onnxruntime_cuda) if hw is not None else False
+    return (
+        Backend("native", "cpu", ("onnx", "adain", "guided_filter")),
+        Backend("onnxruntime", "cpu", ("onnx",)),
+        Backend("cuda", "gpu", ("adain", "guided_filter"), library is not None, why),
+        Backend("onnxruntime-cuda", "gpu", ("onnx",), library is not None and ort_cuda,
+                why or ("" if ort_cuda else "onnxruntime does not offer its CUDA provider "
+                        "(install onnxruntime-gpu)")),
+    )
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+class Costs:
+    """Measured figures: stage times (ms) per (stage, backend) and size, output bytes per stage
+    and size, and the host<->device link. ``source`` says where they came from."""
+
+    def __init__(self, entries=(), host_device: dict | None = None, source: str = "none"):
+        self.ms: dict[tuple[str, str], dict[int, float]] = {}
+        self.out: dict[str, dict[int, int]] = {}
+        for e in entries:
+            self.ms.setdefault((e["stage"], e["backend"]), {})[int(e["size"])] = float(e["ms"])
+            if e.get("out_bytes") is not None:
+                self.out.setdefault(e["stage"], {})[int(e["size"])] = int(e["out_bytes"])
+        self.link = host_device or None
+        self.source = source
+
+    @classmethod
+    def from_profile(cls, profile: dict, source: str, with_stages: bool = True) -> "Costs":
+        return cls(profile.get("stages") or () if with_stages else (),
+                   profile.get("host_device"), source)
+
+    def merged(self, other: "Costs") -> "Costs":
+        """These figures, completed by ``other``'s where these have none."""
+        out = Costs(source=f"{self.source} + {other.source}")
+        out.ms = {**other.ms, **self.ms}
+        out.out = {**other.out, **self.out}
+        out.link = self.link or other.link
+        return out
+
+    def has(self, stage: str, backend: str) -> bool:
+        return (stage, backend) in self.ms
+
+    @staticmethod
+    def _scaled(table: dict[int, float], size: int) -> float | None:
+        """The figure at the measured size nearest ``size`` (in pixel count), scaled by pixel
+        count: the stages are convolutions and filters, linear in the pixels."""
+        if not table:
+            return None
+        near = min(table, key=lambda s: abs(s * s - size * size))
+        return table[near] * (size * size) / (near * near)
+
+    def stage_s(self, stage: str, backend: str, size: int) -> float | None:
+        ms = self._scaled(self.ms.get((stage, backend), {}), size)
+        return None if ms is None else ms / 1e3
+
+    def out_bytes(self, stage: str, size: int) -> float | None:
+        return self._scaled(self.out.get(stage, {}), size)
+
+    def transfer_s(self, nbytes: float | None, src: str, dst: str) -> float | None:
+        """Seconds to copy ``nbytes`` from device ``src`` to ``dst``; None when unmeasured."""
+        if src == dst:
+            return 0.0
+        if nbytes is None or not self.link:
+            return None
+        gbps = self.link.get("h2d_gbps" if dst == "gpu" else "d2h_gbps")
+        if not gbps:
+            return None
+        return nbytes / (gbps * 1e9) + self.link.get("latency_us", 0.0) / 1e6
+
+
+# --- the plan ---------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
     stage: str
-    backend: str  # "native" (our kernels / executor) or "onnxruntime"
-    device: str   # "cpu"
+    backend: str  # "native", "onnxruntime", "cuda", "onnxruntime-cuda"
+    device: str   # "cpu" or "gpu"
     reason: str
+    est_ms: float | None = None  # this stage's estimated time at the plan's size
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    device: str
-    threads: int
+    device: str                  # "cpu", "gpu" or "split": where the stages run
+    threads: int                 # native (OpenMP) kernel threads
     isa: str
     placements: tuple[Placement, ...]
+    ort_threads: int = 0         # onnxruntime intra-op threads (0: no CPU onnxruntime stage)
+    gpu_host_threads: int = 0    # CPU threads that drive the GPU
+    cores: int = 0               # the CPU threads this plan may use in all
+    overlap: bool = False        # CPU and GPU stages of successive frames run at once
+    objective: str = "latency"
+    size: int = REFERENCE_SIZE   # picture side the estimates are for
+    est_latency_ms: float | None = None
+    est_frame_ms: float | None = None
+    costs_source: str = "none"
+    why: str = ""                # why this placement beat the others
+    unavailable: tuple[str, ...] = ()  # backends that could not be used, with the reason
 
     def backend_of(self, stage: str) -> str:
         return next(p.backend for p in self.placements if p.stage == stage)
 
+    def device_of(self, stage: str) -> str:
+        return next(p.device for p in self.placements if p.stage == stage)
+
+    @property
+    def concurrent_threads(self) -> int:
+        """The most CPU threads busy at one time: pools that overlap add up, pools that take
+        turns do not (onnxruntime and OpenMP stages on the CPU run one after another)."""
+        cpu_pool = max(self.threads, self.ort_threads)
+        if self.overlap:
+            return cpu_pool + self.gpu_host_threads
+        return max(cpu_pool, self.gpu_host_threads)
+
     def describe(self) -> str:
-        lines = [f"plan: device={self.device}, {self.threads} thread(s), CPU kernels {self.isa}"]
+        est = ""
+        if self.est_latency_ms is not None:
+            est = (f", est. {self.est_latency_ms:.2f} ms latency / {self.est_frame_ms:.2f} ms "
+                   f"per frame at {self.size}x{self.size}")
+        lines = [f"plan: device={self.device}, objective={self.objective}{est}",
+                 f"  threads: native (OpenMP) {self.threads}, onnxruntime {self.ort_threads}, "
+                 f"GPU driver {self.gpu_host_threads}; at most {self.concurrent_threads} busy "
+                 f"at once of {self.cores}; CPU kernels {self.isa}",
+                 f"  figures: {self.costs_source}"]
+        if self.why:
+            lines.append(f"  why: {self.why}")
         for p in self.placements:
-            lines.append(f"  {p.stage:<12} {p.device}/{p.backend:<12} {p.reason}")
+            lines.append(f"  {p.stage:<12} {p.device}/{p.backend:<16} {p.reason}")
+        for u in self.unavailable:
+            lines.append(f"  unavailable: {u}")
         return "\n".join(lines)
 
 
-def check_device(device) -> str:
+def check_device(device, backends=None) -> str:
+    """``device`` checked; "gpu"/"split" without an available GPU backend is a ValueError that
+    names the missing CUDA library."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    if device in ("gpu", "split"):
-        raise ValueError(f"device={device!r} needs a2r_edge's CUDA library, which this build "
-                         f"does not have (cuda_ops/ is not built yet); use 'cpu' or 'auto'")
-    return "cpu"
+    backends = available_backends() if backends is None else backends
+    if device in ("gpu", "split") and not any(b.available and b.device == "gpu"
+                                              for b in backends):
+        why = next((b.why_not for b in backends if b.device == "gpu" and b.why_not), NO_CUDA)
+        raise ValueError(f"device={device!r} needs a GPU backend: {why}; use 'cpu' or 'auto'")
+    return device
+
+
+def model_digest(stages) -> str:
+    """Identity of a model's stages (kinds, parameters, file contents; not file paths): the
+    key its measured stage times are kept under."""
+    from .model.package import sha256_of
+    h = hashlib.sha256()
+    for s in stages:
+        h.update(f"{s.name}|{s.kind}".encode())
+        for key, value in sorted(s.params.items()):
+            if key in ("file", "stats") and value is not None and os.path.exists(str(value)):
+                value = sha256_of(value)
+            h.update(f"|{key}={value}".encode())
+    return h.hexdigest()[:16]
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+def calibration_path(stages, threads: int) -> str:
+    from . import hardware
+    key = hardware.detect_hardware(nvidia_smi=None).machine_key()
+    return os.path.join(hardware.cache_dir(),
+                        f"calibration-{key}-{model_digest(stages)}-{threads}t.json")
+
+
+def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
+              use_cache: bool = True) -> dict:
+    """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
+    "stages" entries), measured once per machine, model and thread count and then read from
+    the cache. A cache that cannot be written is not an error (the figures are still used)."""
+    import json
+
+    import a2r_edge
+
+    from . import hardware
+    from .bench import StageChain
+
+    threads = threads or cpu.num_threads()
+    path = calibration_path(stages, threads)
+    if use_cache:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            if data.get("stages"):
+                data["cached"] = path
+                return data
+        except (OSError, ValueError):
+            pass
+    with cpu.using_threads(threads):
+        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 128x128 on small
+        # models; a large model hits the budget and still stays well under 5 s in all.
+        entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
+    data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "version": a2r_edge.__version__, "threads": threads,
+            "model": {"digest": model_digest(stages)}, "stages": entries}
+    try:
+        hardware.write_json_atomic(path, data)
+        data["cached"] = path
+    except OSError:
+        data["cached"] = None
+    return data
+
+
+def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
+    """The figures for ``stages``: ``profile`` as given; else the stored profile (its stage
+    times only when measured on this model); calibration for CPU choices still unmeasured."""
+    from . import hardware
+    if profile is not None:
+        return Costs.from_profile(profile, "the given profile")
+    costs = Costs()
+    stored = hardware.load_profile()
+    if stored is not None:
+        same_model = (stored.get("model") or {}).get("digest") == model_digest(stages)
+        costs = Costs.from_profile(stored, f"profile {stored.get('date', '?')} ("
+                                   f"{stored.get('source', '?')})", with_stages=same_model)
+    needed = [(s.name, b.name) for s, opts in zip(stages, choices) if len(opts) > 1
+              for b in opts if b.device == "cpu"]
+    if calibrate_missing and any(not costs.has(*k) for k in needed):
+        data = calibrate(stages)
+        where = f"cached in {data['cached']}" if data.get("cached") else "not cached"
+        cal = Costs(data["stages"], source=f"calibration at {CALIBRATION_SIZE}x"
+                                           f"{CALIBRATION_SIZE}, {data['threads']} thread(s), "
+                                           f"{data['date']} ({where})")
+        costs = costs.merged(cal) if costs.ms or costs.link else cal
+    return costs
+
+
+# --- choosing ---------------------------------------------------------------------------------
+
+def _choices(stages, backends, device, backend, unsupported):
+    choices = []
+    for s in stages:
+        opts = [b for b in backends if b.available and s.kind in b.kinds]
+        if s.kind == "onnx":
+            if s.name in unsupported:
+                if backend == "native":
+                    raise ValueError(f"stage {s.name!r} cannot run natively: "
+                                     f"{unsupported[s.name]}")
+                opts = [b for b in opts if b.name != "native"]
+            if backend is not None:
+                opts = [b for b in opts if b.name == backend]
+        if device == "cpu":
+            opts = [b for b in opts if b.device == "cpu"]
+        elif device == "gpu" and any(b.device == "gpu" for b in opts):
+            opts = [b for b in opts if b.device == "gpu"]
+        if not opts:
+            raise ValueError(f"no backend can run stage {s.name!r} (kind {s.kind!r}) with "
+                             f"device={device!r}, backend={backend!r}")
+        choices.append(opts)
+    return choices
+
+
+def _cost(stages, combo, costs: Costs, size: int, overlap_ok: bool):
+    """(latency s, frame s, per-stage s) of one placement; None when a figure is missing."""
+    busy = {"cpu": 0.0, "gpu": 0.0}
+    link, per_stage = 0.0, []
+    u8 = 3 * size * size          # the picture as uint8 BGR
+    picture_f32 = 4 * u8          # the normalised picture, float32 NCHW
+    first = combo[0].device
+    if first == "gpu":            # preprocess runs on the GPU: the uint8 picture goes up
+        t = costs.transfer_s(u8, "cpu", "gpu")
+        if t is None:
+            return None
+        link += t
+    picture_on, prev_dev, prev_bytes = {first}, first, picture_f32
+    for s, b in zip(stages, combo):
+        t = costs.stage_s(s.name, b.name, size)
+        if t is None:
+            return None
+        moves = [(prev_bytes, prev_dev)] if b.device != prev_dev else []
+        if (s.kind == "guided_filter" or s.params.get("add_input")) and \
+                b.device not in picture_on:
+            moves.append((picture_f32, first))
+            picture_on.add(b.device)
+        for nbytes, src in moves:
+            tt = costs.transfer_s(nbytes, src, b.device)
+            if tt is None:
+                return None
+            link += tt
+        busy[b.device] += t
+        per_stage.append(t)
+        prev_dev, prev_bytes = b.device, costs.out_bytes(s.name, size)
+    if prev_dev == "gpu":         # postprocess on the GPU: the uint8 result comes down
+        t = costs.transfer_s(u8, "gpu", "cpu")
+        if t is None:
+            return None
+        link += t
+    latency = busy["cpu"] + busy["gpu"] + link
+    uses_both = {b.device for b in combo} == {"cpu", "gpu"} or first == "gpu"
+    frame = max(busy["cpu"], busy["gpu"], link) if overlap_ok and uses_both else latency
+    return latency, frame, per_stage
+
+
+def _kind(combo) -> str:
+    devices = {b.device for b in combo}
+    return "split" if len(devices) > 1 else devices.pop()
 
 
 def make_plan(stages, device: str = "auto", backend: str | None = None,
-              unsupported: dict[str, str] | None = None) -> Plan:
-    """A plan for ``stages`` (the model's Stage list). ``backend`` forces the ONNX stages onto
-    one backend; ``unsupported``: {stage name: why the native executor cannot run it}."""
-    resolved = check_device(device)
+              unsupported: dict[str, str] | None = None, *, objective: str = "latency",
+              size: int | None = None, profile: dict | None = None, backends=None,
+              cores: int | None = None, calibrate: bool = True) -> Plan:
+    """The best plan for ``stages`` (the model's Stage list).
+
+    device: "auto" | "cpu" | "gpu" | "split". backend: force every ONNX stage onto "native" or
+    "onnxruntime". unsupported: {stage: why the native executor cannot run it}. objective:
+    "latency" (single pictures) or "throughput" (batches, streams). size: picture side to cost
+    at (default 512). profile: a profile dict to use instead of the stored one / calibration.
+    backends: the Backend list (default ``available_backends()``; tests pass GPU ones).
+    cores: CPU threads to share out (default: the kernels' thread count). calibrate: measure
+    the stages when no figures exist (False: fall back to the native backend by rule).
+
+    >>> plan = make_plan(load_model("a2r_lite").stages)
+    >>> print(plan.describe())
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS} or None, got {backend!r}")
+    if backends is None:
+        from . import hardware
+        backends = available_backends(hardware.detect_hardware(nvidia_smi=None))
+    backends = tuple(backends)
+    check_device(device, backends)
+    stages = tuple(stages)
     unsupported = unsupported or {}
-    placements = []
-    for s in stages:
-        if s.kind != "onnx":
-            placements.append(Placement(s.name, "native", resolved, f"{s.kind}: native CPU kernel"))
-        elif s.name in unsupported:
-            if backend == "native":
-                raise ValueError(f"stage {s.name!r} cannot run natively: {unsupported[s.name]}")
-            placements.append(Placement(s.name, "onnxruntime", resolved,
-                                        f"the native executor cannot run it: "
-                                        f"{unsupported[s.name]}"))
-        elif backend == "onnxruntime":
-            placements.append(Placement(s.name, "onnxruntime", resolved, "asked for"))
-        else:
-            placements.append(Placement(s.name, "native", resolved,
-                                        "native executor: fused ops, one arena" +
-                                        (" (asked for)" if backend == "native" else "")))
-    return Plan(device=resolved, threads=cpu.num_threads(), isa=cpu.isa(),
-                placements=tuple(placements))
+    cores = cores or cpu.num_threads()
+    choices = _choices(stages, backends, device, backend, unsupported)
+    unavailable = tuple(f"{b.device}/{b.name}: {b.why_not}" for b in backends if not b.available)
+    unavailable = tuple(dict.fromkeys(unavailable))
+
+    figures_note = ""
+    costs = Costs()
+    if any(len(opts) > 1 for opts in choices) or profile is not None:
+        try:
+            costs = _figures(stages, profile, calibrate, choices)
+        except (ImportError, RuntimeError, OSError) as exc:
+            figures_note = f"no figures ({type(exc).__name__}: {exc})"
+    size = size or REFERENCE_SIZE
+    gpu_driver = 1 if cores >= 2 else 0  # one core can drive the GPU while the others compute
+
+    scored = []
+    for combo in itertools.product(*choices):
+        if device == "split" and _kind(combo) != "split":
+            continue
+        c = _cost(stages, combo, costs, size, overlap_ok=gpu_driver == 1)
+        if c is not None:
+            switches = sum(a.device != b.device for a, b in zip(combo, combo[1:]))
+            non_native = sum(b.name != "native" for b in combo)
+            key = ((c[0], c[1]) if objective == "latency" else (c[1], c[0]))
+            scored.append((key + (switches, non_native), combo, c))
+    if scored:
+        scored.sort(key=lambda t: t[0])
+        _, best, (latency, frame, per_stage) = scored[0]
+        why = _why(scored, best, objective)
+        source = costs.source
+    else:
+        # No costable placement: by rule, the native backend where it can run, never the GPU
+        # without figures.
+        best = tuple(next((b for b in opts if b.device == "cpu" and b.name == "native"),
+                          next((b for b in opts if b.device == "cpu"), opts[0]))
+                     for opts in choices)
+        if device in ("gpu", "split"):
+            raise ValueError(f"device={device!r}: no measured GPU figures to plan with; run "
+                             f"python -m a2r_edge.bench --save-profile")
+        latency = frame = None
+        per_stage = [None] * len(stages)
+        source = figures_note or ("no figures needed: one backend per stage"
+                                  if all(len(o) == 1 for o in choices) else
+                                  "no figures (calibration off): native by rule")
+        why = ""
+
+    placements = tuple(Placement(s.name, b.name, b.device,
+                                 _reason(s, b, opts, costs, size, unsupported, backend,
+                                         per_stage[i] is not None),
+                                 None if per_stage[i] is None else per_stage[i] * 1e3)
+                       for i, (s, b, opts) in enumerate(zip(stages, best, choices)))
+    uses_gpu = any(b.device == "gpu" for b in best)
+    overlap = objective == "throughput" and uses_gpu and gpu_driver == 1 and frame is not None \
+        and latency is not None and frame < latency
+    pool = cores - 1 if overlap else cores
+    return Plan(device=_kind(best), threads=pool, isa=cpu.isa(), placements=placements,
+                ort_threads=pool if any(b.name == "onnxruntime" for b in best) else 0,
+                gpu_host_threads=1 if uses_gpu else 0, cores=cores, overlap=overlap,
+                objective=objective, size=size,
+                est_latency_ms=None if latency is None else latency * 1e3,
+                est_frame_ms=None if frame is None else frame * 1e3,
+                costs_source=source, why=why, unavailable=unavailable)
+
+
+def _why(scored, best, objective) -> str:
+    """The chosen placement against the best placement of every other device kind."""
+    metric = 0 if objective == "latency" else 1
+    name = "latency" if objective == "latency" else "frame time"
+    best_of = {}
+    for _, combo, c in scored:
+        best_of.setdefault(_kind(combo), c[metric])
+    kind = _kind(best)
+    others = [f"best {k}-only {v * 1e3:.2f} ms" if k != "split" else f"best split "
+              f"{v * 1e3:.2f} ms" for k, v in best_of.items() if k != kind]
+    text = f"{kind} has the lowest estimated {name} ({best_of[kind] * 1e3:.2f} ms)"
+    if others:
+        text += "; " + ", ".join(others)
+    if kind == "cpu" and "gpu" in best_of and best_of["gpu"] > best_of["cpu"]:
+        text += " (the GPU is slower than the CPU here)"
+    if kind == "split":
+        text += " (each device runs the stages it is faster at; copies included)"
+    return text
+
+
+def _reason(stage, chosen: Backend, options, costs: Costs, size, unsupported, backend,
+            costed: bool) -> str:
+    if stage.kind == "onnx" and stage.name in unsupported:
+        prefix = f"the native executor cannot run it: {unsupported[stage.name]}; "
+    elif stage.kind == "onnx" and backend is not None:
+        prefix = "asked for; "
+    else:
+        prefix = ""
+    if not costed or len(options) == 1:
+        what = {"native": {"onnx": "native executor: fused ops, one arena",
+                           "adain": "adain: native CPU kernel",
+                           "guided_filter": "guided_filter: native CPU kernel"}.get(stage.kind,
+                                                                                   "native"),
+                "onnxruntime": "onnxruntime"}.get(chosen.name, chosen.name)
+        only = "; the only backend for it" if len(options) == 1 and not prefix else ""
+        if len(options) > 1 and not costed:
+            only = "; no figures to compare (native by rule)"
+        return f"{prefix}{what}{only}"
+    figures = []
+    for b in sorted(options, key=lambda b: b is not chosen):
+        t = costs.stage_s(stage.name, b.name, size)
+        figures.append(f"{b.device}/{b.name} {t * 1e3:.2f} ms" if t is not None
+                       else f"{b.device}/{b.name} unmeasured")
+    t_chosen = costs.stage_s(stage.name, chosen.name, size)
+    faster_alone = [b for b in options if b is not chosen and
+                    (costs.stage_s(stage.name, b.name, size) or float("inf")) < t_chosen]
+    note = ("; faster alone elsewhere, but the copies between devices (or the balance of a "
+            "stream) cost more" if faster_alone else "")
+    return f"{prefix}" + " vs ".join(figures) + note
