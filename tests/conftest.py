@@ -1,6 +1,12 @@
 """Shared fixtures: every native test runs at each ISA level this CPU has x 1 and 2 threads."""
+import os
+import tempfile
+
 import numpy as np
 import pytest
+
+# Calibrations and profiles the tests cause go to a throw-away folder, never the user's cache.
+os.environ.setdefault("A2R_CACHE_DIR", tempfile.mkdtemp(prefix="a2r_test_cache_"))
 
 from a2r_edge.backends import cpu
 
