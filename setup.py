@@ -7,10 +7,17 @@ One extension, ``a2r_edge._kernels``, made of:
 The ISA levels are fixed by the target architecture, never by the CPU of the build machine: the
 wheel must run on any x86-64 (or aarch64) CPU and picks the best variant at import.
 OpenMP is used when a compile + link + run probe passes; otherwise every kernel runs serially.
+
+Optionally also the CUDA library ``a2r_edge/_a2r_cuda.so`` (cuda_ops/*.cu, loaded with ctypes by
+a2r_edge/backends/cuda.py), compiled by nvcc after the extension; A2R_WITH_CUDA=auto (default:
+when nvcc is on PATH or under CUDA_HOME; a failure only warns), 1 (required: fail without it) or
+0 (never). Fixed architectures (never the build machine's GPU): SASS for sm_75 sm_80 sm_86 sm_89
+sm_90 plus PTX compute_90, which newer GPUs JIT-compile.
 """
 import glob
 import os
 import platform
+import shutil
 import subprocess
 import sysconfig
 import tempfile
@@ -60,8 +67,81 @@ def _probe_openmp(compiler_cmd):
     return "-fopenmp" if out.strip() == b"1" else None
 
 
+CUDA_SOURCES = sorted(glob.glob(os.path.join("cuda_ops", "*.cu")))
+CUDA_DEPENDS = CUDA_SOURCES + sorted(glob.glob(os.path.join("cuda_ops", "*.h")) +
+                                     glob.glob(os.path.join("cuda_ops", "*.cuh")))
+CUDA_ARCHS = ["75", "80", "86", "89", "90"]  # Turing .. Hopper; PTX of the last for newer GPUs
+CUDA_FLAGS = [
+    "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-Wall",
+    "-fmad=false",        # no implicit FMA contraction, as the CPU build's -ffp-contract=off
+    "-cudart", "static",  # the library then needs only the driver (libcuda) at run time
+    "-Wno-deprecated-gpu-targets",
+    "--threads", "0",     # compile the architectures in parallel
+]
+
+
+def _find_nvcc():
+    """nvcc on PATH, else under CUDA_HOME / CUDA_PATH; None when absent."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and os.path.isfile(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+def build_cuda_library(package_dir):
+    """Compile cuda_ops/*.cu into package_dir/_a2r_cuda.so per A2R_WITH_CUDA (auto|0|1).
+
+    Returns the library path or None. With auto, a missing nvcc or a failed build prints a
+    warning and the package stays CPU-only; with 1 both are errors. Skipped when up to date."""
+    mode = os.environ.get("A2R_WITH_CUDA", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "0", "1"):
+        raise SystemExit(f"A2R_WITH_CUDA={mode!r} is invalid: must be one of auto, 0, 1")
+    if mode == "0":
+        print("a2r_edge: CUDA library off (A2R_WITH_CUDA=0)")
+        return None
+    nvcc = _find_nvcc()
+    if nvcc is None:
+        if mode == "1":
+            raise SystemExit("a2r_edge: A2R_WITH_CUDA=1 but nvcc is not on PATH nor under "
+                             "CUDA_HOME/CUDA_PATH")
+        print("a2r_edge: CUDA library not built (no nvcc on PATH or under CUDA_HOME); CPU only")
+        return None
+    target = os.path.join(package_dir, "_a2r_cuda.so")
+    if os.path.exists(target) and all(os.path.getmtime(target) >= os.path.getmtime(f)
+                                      for f in CUDA_DEPENDS + [__file__]):
+        print(f"a2r_edge: CUDA library up to date ({target})")
+        return target
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in CUDA_ARCHS]
+    gencode.append(f"-gencode=arch=compute_{CUDA_ARCHS[-1]},code=compute_{CUDA_ARCHS[-1]}")
+    os.makedirs(package_dir, exist_ok=True)
+    tmp = target + ".tmp"
+    cmd = [nvcc] + CUDA_FLAGS + gencode + ["-Icuda_ops"] + CUDA_SOURCES + ["-o", tmp]
+    print("a2r_edge: building the CUDA library: " + " ".join(cmd))
+    try:
+        subprocess.run(cmd, check=True)
+        os.replace(tmp, target)  # atomic: a failed build never leaves a half-written library
+    except (OSError, subprocess.CalledProcessError) as exc:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if mode == "1":
+            raise SystemExit(f"a2r_edge: CUDA library build failed: {exc}")
+        print(f"a2r_edge: WARNING: CUDA library build failed ({exc}); the package is CPU only")
+        return None
+    return target
+
+
 class BuildNative(build_ext):
-    """build_ext that first compiles every op's kernel.c once per ISA level."""
+    """build_ext that first compiles every op's kernel.c once per ISA level, and afterwards the
+    optional CUDA library (build_cuda_library)."""
+
+    def run(self):
+        super().run()
+        package_dir = "a2r_edge" if self.inplace else os.path.join(self.build_lib, "a2r_edge")
+        build_cuda_library(package_dir)
 
     def build_extension(self, ext):
         cc = self.compiler.compiler_so[:1] or [sysconfig.get_config_var("CC") or "cc"]

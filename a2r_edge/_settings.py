@@ -54,6 +54,13 @@ SETTINGS = {s.name: s for s in (
     Setting("A2R_WITH_OPENMP", _choice("auto", "0"), "auto",
             "Build with OpenMP when the compile+link+run probe passes (auto) or never (0).",
             when="build time"),
+    Setting("A2R_WITH_CUDA", _choice("auto", "0", "1"), "auto",
+            "Build the CUDA library a2r_edge/_a2r_cuda.so with nvcc: auto (when nvcc is on PATH "
+            "or under CUDA_HOME; a failed build only warns), 1 (required: fail without nvcc), "
+            "0 (never).", when="build time"),
+    Setting("A2R_CUDA_FAULT", _choice("none", "oom"), "none",
+            "Fault injection for tests: oom makes every device and pinned host allocation of the "
+            "CUDA library fail with its out-of-memory status (read by the library itself)."),
 )}
 
 

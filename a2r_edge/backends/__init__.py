@@ -1,1 +1,2 @@
-"""Backends: ``reference`` (numpy, the oracle) and ``cpu`` (native kernels)."""
+"""Backends: ``reference`` (numpy, the oracle), ``cpu`` (native kernels), ``cuda`` (GPU library,
+loaded late with ctypes)."""
