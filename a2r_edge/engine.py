@@ -202,7 +202,7 @@ class Engine:
         self._cache = ResultCache(cache_mb << 20) if cache_mb else None
         self._model_id: bytes | None = None
         self._bpp: float | None = None
-        self.last_latency: dict | None = None  # per-stage latency of the last stream
+        self._pipe: Pipeline | None = None  # the last stream's pipeline (latency())
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -243,7 +243,7 @@ class Engine:
         network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use (video.py smooths them
-        over time). Per-stage latencies of the last stream: ``last_latency``."""
+        over time). Per-stage latencies of the current or last stream: ``latency()``."""
         return self._stream(frames, style, content_stats=content_stats)
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +256,10 @@ class Engine:
             x = ops.preprocess(self._bgr(photo), self.model.mean, self.model.std)
             x = self._features(x)
             return ops.channel_stats(x, self.model.stage("adain").params["eps"])
+
+    def latency(self) -> dict[str, dict[str, float]]:
+        """{stage: {"median": s, "p95": s, "count": n}} of the current or last stream."""
+        return self._pipe.latency() if self._pipe is not None else {}
 
     def cache_info(self) -> CacheInfo:
         """Result cache counters: hits, misses, entries, bytes, max_bytes (all 0 when off)."""
@@ -365,10 +369,8 @@ class Engine:
 
         pipe = Pipeline([("preprocess", prep), ("network", network), ("postprocess", post)],
                         depth=_DEPTH)
-        try:
-            yield from pipe.run(enumerate(frames))
-        finally:
-            self.last_latency = pipe.latency()
+        self._pipe = pipe
+        yield from pipe.run(enumerate(frames))
 
     # --- the three steps of a picture ------------------------------------------------------------
 
