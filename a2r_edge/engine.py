@@ -39,6 +39,9 @@ _LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # R, G, B
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
 _DEPTH = 2
+# Frames in flight in a stream (each holds one slot of buffers, 7.75 MiB at 512^2): one per
+# stage is all the overlap three stages can use; more would only sit in queues.
+_IN_FLIGHT = 3
 # Picture sizes whose recycled buffers are kept: the current one and the previous one (a
 # stream that alternates between two sizes does not reallocate).
 _SIZES_KEPT = 2
@@ -195,6 +198,7 @@ class Engine:
         self._has_gf = self.model.stage("guided_filter") is not None
         self._lock = threading.RLock()
         self._pool = _SlotPool()
+        self._shared = _Slot(None)  # buffers of the network step (under the lock)
         if cache_mb is None:
             cache_mb = _settings.get("A2R_CACHE_MB")
         if isinstance(cache_mb, bool) or not isinstance(cache_mb, int) or cache_mb < 0:
@@ -338,6 +342,8 @@ class Engine:
         stats = self.style_stats(style) if style is not None else None
         tile = self.tile
 
+        slots = threading.BoundedSemaphore(_IN_FLIGHT)
+
         def prep(item):
             i, frame = item
             frame = _as_picture(frame, f"frame {i}")
@@ -363,14 +369,22 @@ class Engine:
             finally:
                 if slot.key is not None:
                     self._pool.release(slot)
+                slots.release()
             if key is not None:
                 self._cache.put(key, out)
             return out
 
         pipe = Pipeline([("preprocess", prep), ("network", network), ("postprocess", post)],
                         depth=_DEPTH)
+        def gated():  # a frame enters only when a slot is free (outside the timed stages)
+            for item in enumerate(frames):
+                while not slots.acquire(timeout=0.05):
+                    if pipe.stopping():
+                        return
+                yield item
+
         self._pipe = pipe
-        yield from pipe.run(enumerate(frames))
+        yield from pipe.run(gated())
 
     # --- the three steps of a picture ------------------------------------------------------------
 
@@ -404,12 +418,8 @@ class Engine:
             np.copyto(bgr[:, j], bgr[:, _reflect_index(j, w)])
         pic = ops.preprocess(bgr, self.model.mean, self.model.std,
                              out=slot.buf("picture", (1, 3, hp, wp)))
-        if self._has_gf:
-            g, t = slot.buf("guide", (hp, wp)), slot.buf("tmp", (hp, wp))
-            np.multiply(pic[0, 0], _LUMA[0], out=g)
-            for c in (1, 2):
-                np.multiply(pic[0, c], _LUMA[c], out=t)
-                g += t
+        if self._has_gf:  # luma R, G, B weights . planes: one sgemv, no temporary
+            np.dot(_LUMA, pic.reshape(3, -1), out=slot.buf("guide", (hp, wp)).reshape(-1))
         return slot
 
     def _features(self, x: np.ndarray) -> np.ndarray:
@@ -467,7 +477,7 @@ class Engine:
         """guided_filter stage: detail guided by the input's luma, at the output's size."""
         p = stage.params
         oh, ow = x.shape[2:]
-        y = slot.buf("yhwc", (oh, ow, 3))
+        y = self._shared.buf("yhwc", (oh, ow, 3))  # network steps run one at a time
         np.copyto(y, x[0].transpose(1, 2, 0))
         guide = slot.bufs["guide"]
         if guide.shape != (oh, ow):

@@ -55,6 +55,12 @@ class Pipeline:
             raise ValueError(f"depth must be an int >= 1, got {depth!r}")
         self.stages, self.depth = list(stages), depth
         self._times = {name: collections.deque(maxlen=_SAMPLES) for name, _ in stages}
+        self._stop = threading.Event()
+
+    def stopping(self) -> bool:
+        """True once the current run is stopping: a stage blocked on its own resource (e.g.
+        a buffer pool) polls this to give up instead of hanging the join."""
+        return self._stop.is_set()
 
     def _timed(self, name, fn, item):
         t0 = time.perf_counter()
@@ -74,7 +80,7 @@ class Pipeline:
         return result
 
     def run(self, items: Iterable) -> Iterator:
-        stop = threading.Event()
+        stop = self._stop = threading.Event()
         queues = [queue.Queue(maxsize=self.depth) for _ in self.stages[:-1]]
 
         def put(q, value) -> bool:
