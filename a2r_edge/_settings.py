@@ -20,6 +20,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -51,6 +58,12 @@ SETTINGS = {s.name: s for s in (
     Setting("A2R_PROFILE", str, None,
             "Hardware profile JSON (profiles/schema.json) the scheduler uses instead of the "
             "cached one for this machine."),
+    Setting("A2R_CACHE_MB", _non_negative_int, 64,
+            "Bytes (MiB) of converted pictures the Engine keeps for repeated inputs (LRU, "
+            "convert and convert_batch); 0 turns the cache off. 64: a few dozen 1080p results."),
+    Setting("A2R_MEMORY_MB", _positive_int, 1024,
+            "Memory (MiB) one picture may use in the network before the Engine converts it in "
+            "tiles; 1024 fits 4 GB edge boards beside the OS and the camera stack."),
     Setting("A2R_WITH_OPENMP", _choice("auto", "0"), "auto",
             "Build with OpenMP when the compile+link+run probe passes (auto) or never (0).",
             when="build time"),

@@ -4,22 +4,47 @@
     -> the model's stages in order (onnx networks, AdaIN to photo or reference statistics,
        guided-filter detail)  ->  postprocess  ->  crop  ->  gray / alpha restored
 
+A picture goes through three steps, each on buffers recycled per picture size (``_Slot``):
+``_prep`` (pad, preprocess, guide luma), ``_network`` (the model's stages, one at a time under the
+engine lock) and ``_post`` (postprocess, crop, layout). ``convert`` runs them in the caller's
+thread; ``stream`` and ``convert_batch`` run them pipelined over three threads
+(``pipeline.Pipeline``), so the preprocess of frame n+1 overlaps the network of frame n.
+
+Allocations per picture in steady state (same size, BGR, native backend): the returned array,
+the guided filter's result (``ops.guided_filter`` has no ``out=``) and a few arrays of C floats
+(channel statistics); everything else is a recycled buffer (tests/test_memory.py counts them).
+
+Pictures whose network would need more than ``A2R_MEMORY_MB``, or larger than ``tile=``, are
+converted in tiles (``tiling.py``) with the content statistics of the whole picture: no seams.
+
 >>> eng = Engine()                    # the bundled a2r_lite model, best plan for this machine
 >>> out = eng.convert(picture)        # same layout and dtype, H and W times the model scale
 """
 from __future__ import annotations
 
+import collections
+import hashlib
 import threading
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import ops
+from . import _settings, ops
 from .model import package as pkg
+from .pipeline import Pipeline
 from .scheduler import make_plan
 
 # ITU-R BT.601 luma weights, the ones OpenCV's BGR2GRAY uses.
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # R, G, B
+# Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
+# after it is still busy; more only adds latency and memory.
+_DEPTH = 2
+# Frames in flight in a stream (each holds one slot of buffers, 7.75 MiB at 512^2): one per
+# stage is all the overlap three stages can use; more would only sit in queues.
+_IN_FLIGHT = 3
+# Picture sizes whose recycled buffers are kept: the current one and the previous one (a
+# stream that alternates between two sizes does not reallocate).
+_SIZES_KEPT = 2
 
 
 def _as_picture(img, name: str = "img") -> np.ndarray:
@@ -36,63 +61,194 @@ def _as_picture(img, name: str = "img") -> np.ndarray:
     return img
 
 
+def _reflect_index(i: int, n: int) -> int:
+    """np.pad 'reflect' source index of position i of a length-n axis (n == 1: 'edge')."""
+    if n == 1:
+        return 0
+    period = 2 * (n - 1)
+    i %= period
+    return period - i if i >= n else i
+
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses entries bytes max_bytes")
+
+
+class ResultCache:
+    """LRU of converted pictures, bounded in bytes. Stores and returns copies: a caller that
+    edits a result in place never changes what the next hit returns. Thread-safe."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: collections.OrderedDict[bytes, np.ndarray] = collections.OrderedDict()
+        self._bytes = self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value.copy()
+
+    def put(self, key: bytes, value: np.ndarray) -> None:
+        if value.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._items[key] = value.copy()
+            self._bytes += value.nbytes
+            while self._bytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self.hits, self.misses, len(self._items), self._bytes,
+                             self.max_bytes)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = self.hits = self.misses = 0
+
+
+class _Slot:
+    """The recycled buffers of one picture in flight, for one padded input size."""
+
+    def __init__(self, key):
+        self.key = key
+        self.bufs: dict[str, np.ndarray] = {}
+        self.img = None     # the caller's picture (alpha, layout)
+        self.result = None  # network output: float32 (1, 3, H', W') in self.bufs["ychw"]
+        self.done = None    # a finished uint8 output (cache hit, tiled picture)
+        self.cache_key = None
+
+    def buf(self, name: str, shape: tuple, dtype=np.float32) -> np.ndarray:
+        b = self.bufs.get(name)
+        if b is None or b.shape != shape or b.dtype != dtype:
+            b = self.bufs[name] = np.empty(shape, dtype)
+        return b
+
+
+class _SlotPool:
+    """Free slots per padded size; sizes beyond the last ``_SIZES_KEPT`` are forgotten."""
+
+    def __init__(self):
+        self._free: collections.OrderedDict[tuple, list] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def acquire(self, key) -> _Slot:
+        with self._lock:
+            free = self._free.get(key)
+            if free:
+                return free.pop()
+        return _Slot(key)
+
+    def release(self, slot: _Slot) -> None:
+        slot.img = slot.result = slot.done = slot.cache_key = None
+        with self._lock:
+            self._free.setdefault(slot.key, []).append(slot)
+            self._free.move_to_end(slot.key)
+            while len(self._free) > _SIZES_KEPT:
+                self._free.popitem(last=False)
+
+
 class Engine:
     """Converts pictures with one model on one plan.
 
     model: None (the bundled default, a2r_lite), a model package folder, or a plain ONNX
     image-to-image file (RGB float32 NCHW in [-1, 1] in and out). device: "auto", "cpu", "gpu" or
     "split" ("gpu"/"split" need the CUDA library; without it they raise ValueError). backend:
-    None (the plan's choice), "native" or "onnxruntime" for every ONNX stage.
-    Thread-safe: calls from several threads run one at a time.
+    None (the plan's choice), "native" or "onnxruntime" for every ONNX stage. tile: convert
+    pictures larger than tile x tile pixels in tiles (default: only when the network would need
+    more than A2R_MEMORY_MB). cache_mb: size of the result cache (default A2R_CACHE_MB; 0: off).
+    Thread-safe: the network stages of concurrent calls run one at a time.
     """
 
-    def __init__(self, model=None, device: str = "auto", *, backend: str | None = None):
+    def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
+                 tile: int | None = None, cache_mb: int | None = None):
         self.model = pkg.resolve(model)
+        self.tile = self._check_tile(tile)
         # Each ONNX stage becomes a function float32 NCHW -> float32 NCHW on its backend.
-        runners, unsupported = {}, {}
+        runners, unsupported, self._executors = {}, {}, {}
         for stage in self.model.stages:
             if stage.kind == "onnx" and backend != "onnxruntime":
                 from .model import NativeExecutor, UnsupportedOpError
                 try:
-                    runners[stage.name] = NativeExecutor(str(stage.params["file"])).run
+                    ex = self._executors[stage.name] = NativeExecutor(str(stage.params["file"]))
+                    runners[stage.name] = ex.run
                 except UnsupportedOpError as exc:
                     unsupported[stage.name] = str(exc)
         self.plan = make_plan(self.model.stages, device, backend, unsupported)
         for stage in self.model.stages:
             if stage.kind == "onnx" and self.plan.backend_of(stage.name) == "onnxruntime":
                 from .backends.ort import OrtSession
+                self._executors.pop(stage.name, None)
                 session = OrtSession(str(stage.params["file"]), threads=self.plan.threads)
                 runners[stage.name] = (
                     lambda x, s=session: s.run({s.input_names[0]: x})[0])
         self._runners = runners
         adain = self.model.stage("adain")
         self._photo_stats = pkg.load_stats(adain.params["stats"]) if adain else None
-        self._lock = threading.Lock()
+        self._has_gf = self.model.stage("guided_filter") is not None
+        self._lock = threading.RLock()
+        self._pool = _SlotPool()
+        self._shared = _Slot(None)  # buffers of the network step (under the lock)
+        if cache_mb is None:
+            cache_mb = _settings.get("A2R_CACHE_MB")
+        if isinstance(cache_mb, bool) or not isinstance(cache_mb, int) or cache_mb < 0:
+            raise ValueError(f"cache_mb must be an int >= 0, got {cache_mb!r}")
+        self._cache = ResultCache(cache_mb << 20) if cache_mb else None
+        self._model_id: bytes | None = None
+        self._bpp: float | None = None
+        self._pipe: Pipeline | None = None  # the last stream's pipeline (latency())
 
     # --- public API ------------------------------------------------------------------------------
 
-    def convert(self, img: np.ndarray, style: np.ndarray | None = None) -> np.ndarray:
+    def convert(self, img: np.ndarray, style: np.ndarray | None = None, *,
+                tile: int | None = None) -> np.ndarray:
         """One picture: uint8 (H, W), (H, W, 3) BGR or (H, W, 4) BGRA -> the same layout, H and W
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
-        the bundled photo statistics in the AdaIN stage."""
+        the bundled photo statistics in the AdaIN stage. tile: convert in tiles of at most
+        tile x tile pixels (default: the engine's ``tile``)."""
         img = _as_picture(img)
+        tile = self._check_tile(tile) or self.tile
         stats = self.style_stats(style) if style is not None else None
+        key = self._cache_key(img, stats, tile)
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
         with self._lock:
-            return self._convert(img, stats)
+            slot = self._prep(img, tile=tile, stats=stats)
+            try:
+                if slot.done is None:
+                    self._network(slot, stats)
+                out = self._post(slot)
+            finally:
+                self._pool.release(slot)
+        if key is not None:
+            self._cache.put(key, out)
+        return out
 
     def convert_batch(self, images: Iterable[np.ndarray],
                       style: np.ndarray | None = None) -> list[np.ndarray]:
-        """A list of pictures -> the list of results, same order."""
-        return list(self.stream(images, style=style))
+        """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
+        return list(self._stream(images, style, cache=True))
 
-    def stream(self, frames: Iterable[np.ndarray],
-               style: np.ndarray | None = None) -> Iterator[np.ndarray]:
-        """Converts frames as they come, same order."""
-        stats = self.style_stats(style) if style is not None else None
-        for i, frame in enumerate(frames):
-            frame = _as_picture(frame, f"frame {i}")
-            with self._lock:
-                yield self._convert(frame, stats)
+    def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
+               content_stats: Callable | None = None) -> Iterator[np.ndarray]:
+        """Converts frames as they come, same order, pipelined over three threads (preprocess,
+        network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
+        cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
+        applied to each frame's AdaIN content statistics before use (video.py smooths them
+        over time). Per-stage latencies of the current or last stream: ``latency()``."""
+        return self._stream(frames, style, content_stats=content_stats)
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features
@@ -102,13 +258,135 @@ class Engine:
             raise ValueError(f"model {self.model.name!r} has no AdaIN stage: style= does not apply")
         with self._lock:
             x = ops.preprocess(self._bgr(photo), self.model.mean, self.model.std)
-            for stage in self.model.stages:
-                if stage.kind == "adain":
-                    return ops.channel_stats(x, stage.params["eps"])
-                x = self._run_stage(stage, x, x, None)
-        raise AssertionError("unreachable: the model has an AdaIN stage")
+            x = self._features(x)
+            return ops.channel_stats(x, self.model.stage("adain").params["eps"])
 
-    # --- the pipeline ----------------------------------------------------------------------------
+    def latency(self) -> dict[str, dict[str, float]]:
+        """{stage: {"median": s, "p95": s, "count": n}} of the current or last stream."""
+        return self._pipe.latency() if self._pipe is not None else {}
+
+    def cache_info(self) -> CacheInfo:
+        """Result cache counters: hits, misses, entries, bytes, max_bytes (all 0 when off)."""
+        return self._cache.info() if self._cache else CacheInfo(0, 0, 0, 0, 0)
+
+    def cache_clear(self) -> None:
+        if self._cache:
+            self._cache.clear()
+
+    # --- settings ----------------------------------------------------------------------------------
+
+    def _check_tile(self, tile) -> int | None:
+        if tile is None:
+            return None
+        if isinstance(tile, bool) or not isinstance(tile, int) or tile < 1:
+            raise ValueError(f"tile must be an int >= 1 (pixels), got {tile!r}")
+        return -(-tile // self.model.stride) * self.model.stride  # a multiple of the stride
+
+    def _cache_key(self, img: np.ndarray, stats, tile) -> bytes | None:
+        """Hash of the picture bytes + shape, the model, and the settings that change results."""
+        if self._cache is None:
+            return None
+        if self._model_id is None:
+            h = hashlib.blake2b(digest_size=16)
+            for stage in self.model.stages:
+                if "file" in stage.params:
+                    h.update(pkg.sha256_of(stage.params["file"]).encode())
+                h.update(repr(sorted((k, str(v)) for k, v in stage.params.items())).encode())
+            h.update(repr((self.model.mean, self.model.std, self.model.stride,
+                           self.plan.placements)).encode())
+            self._model_id = h.digest()
+        h = hashlib.blake2b(self._model_id, digest_size=20)
+        h.update(repr((img.shape, img.dtype.str, tile)).encode())
+        if stats is not None:
+            h.update(np.ascontiguousarray(stats[0]).tobytes())
+            h.update(np.ascontiguousarray(stats[1]).tobytes())
+        h.update(np.ascontiguousarray(img).data)
+        return h.digest()
+
+    def bytes_per_pixel(self) -> float:
+        """Estimated bytes one input pixel costs in the network: the native executors' arenas
+        and outputs measured on a 64 x 64 probe, plus the engine's own buffers."""
+        if self._bpp is None:
+            probe = 64  # small enough to cost nothing, large enough to amortise fixed buffers
+            side = -(-probe // self.model.stride) * self.model.stride
+            with self._lock:
+                slot = _Slot(None)
+                self._prep(np.zeros((side, side, 3), np.uint8), slot=slot)
+                self._network(slot, None)
+            scale = slot.result.shape[-1] / side
+            total = 0
+            for ex in self._executors.values():
+                p = ex._last
+                total += 4 * (p.arena_floats + sum(o.size for o in p.outputs.values()))
+            # onnxruntime stages: ~256 B per pixel each (its arena is not visible)
+            total += 256 * side * side * (len(self._runners) - len(self._executors))
+            # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel yhwc, ychw, guided
+            # filter result and its internal sums (~5 planes of 12 B), out8 3
+            self._bpp = total / (side * side) + 23 + scale * scale * (36 + 60 + 3)
+        return self._bpp
+
+    def tile_size_for(self, h: int, w: int, tile: int | None) -> int | None:
+        """The tile size a picture of h x w input pixels gets (None: in one piece)."""
+        from . import tiling
+        if tile is not None:
+            return tile if max(h, w) > tile else None
+        budget = _settings.get("A2R_MEMORY_MB") << 20
+        if self.bytes_per_pixel() * h * w <= budget:
+            return None
+        margin = tiling.margin_for(self.model)
+        side = int((budget / self.bytes_per_pixel()) ** 0.5) - 2 * margin
+        s = self.model.stride
+        return max(s * max(1, 64 // s), side // s * s)  # at least 64 px: margins stay a minority
+
+    def _stream(self, frames, style, cache=False, content_stats=None):
+        stats = self.style_stats(style) if style is not None else None
+        tile = self.tile
+
+        slots = threading.BoundedSemaphore(_IN_FLIGHT)
+
+        def prep(item):
+            i, frame = item
+            frame = _as_picture(frame, f"frame {i}")
+            key = self._cache_key(frame, stats, tile) if cache else None
+            if key is not None:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    slot = _Slot(None)
+                    slot.done = hit
+                    return slot
+            return self._prep(frame, tile=tile, stats=stats, cache_key=key)
+
+        def network(slot):
+            if slot.done is None:
+                with self._lock:
+                    self._network(slot, stats, content_stats)
+            return slot
+
+        def post(slot):
+            key = slot.cache_key
+            try:
+                out = self._post(slot)
+            finally:
+                if slot.key is not None:
+                    self._pool.release(slot)
+                slots.release()
+            if key is not None:
+                self._cache.put(key, out)
+            return out
+
+        pipe = Pipeline([("preprocess", prep), ("network", network), ("postprocess", post)],
+                        depth=_DEPTH)
+        def gated():  # a frame enters only when a slot is free (outside the timed stages)
+            for item in enumerate(frames):
+                while not slots.acquire(timeout=0.05):
+                    if pipe.stopping():
+                        return
+                yield item
+
+        self._pipe = pipe
+        yield from pipe.run(gated())
+
+    # --- the three steps of a picture ------------------------------------------------------------
 
     @staticmethod
     def _bgr(img: np.ndarray) -> np.ndarray:
@@ -116,69 +394,138 @@ class Engine:
             return np.repeat(img.reshape(img.shape[0], img.shape[1], 1), 3, axis=2)
         return np.ascontiguousarray(img[:, :, :3])
 
-    def _run_stage(self, stage, x, picture, stats):
-        """x: the current float32 NCHW tensor; picture: the normalised input picture."""
+    def _prep(self, img: np.ndarray, *, tile=None, stats=None, cache_key=None,
+              slot=None) -> _Slot:
+        """Pad (reflect) into the slot's BGR buffer, preprocess, guide luma. A picture to be
+        tiled is converted whole here (``slot.done``): the network stage then passes it on."""
+        h, w = img.shape[:2]
+        s = self.model.stride
+        hp, wp = h + (-h) % s, w + (-w) % s
+        tile_size = self.tile_size_for(hp, wp, tile) if slot is None else None
+        if slot is None:
+            slot = self._pool.acquire((hp, wp))
+        slot.img, slot.cache_key = img, cache_key
+        if tile_size is not None:
+            from . import tiling
+            slot.done = tiling.convert_tiled(self, img, tile_size, stats)
+            return slot
+        bgr = slot.buf("bgr", (hp, wp, 3), np.uint8)
+        src = img.reshape(h, w, -1)
+        np.copyto(bgr[:h, :w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
+        for i in range(h, hp):
+            np.copyto(bgr[i, :w], bgr[_reflect_index(i, h), :w])
+        for j in range(w, wp):
+            np.copyto(bgr[:, j], bgr[:, _reflect_index(j, w)])
+        pic = ops.preprocess(bgr, self.model.mean, self.model.std,
+                             out=slot.buf("picture", (1, 3, hp, wp)))
+        if self._has_gf:  # luma R, G, B weights . planes: one sgemv, no temporary
+            np.dot(_LUMA, pic.reshape(3, -1), out=slot.buf("guide", (hp, wp)).reshape(-1))
+        return slot
+
+    def _features(self, x: np.ndarray) -> np.ndarray:
+        """The stages before the AdaIN stage on x (the tensor the AdaIN stage receives)."""
+        for stage in self.model.stages:
+            if stage.kind == "adain":
+                return x
+            x = self._run_onnx(stage, x, x)
+        raise AssertionError("unreachable: the model has an AdaIN stage")
+
+    def _run_onnx(self, stage, x, picture):
+        if stage.kind != "onnx":
+            raise ValueError(f"model {self.model.name!r}: stage {stage.name!r} ({stage.kind}) "
+                             f"must come after the AdaIN stage")
+        # The native executor owns its output until its next run: consumed right away.
+        y = self._runners[stage.name](x)
+        if stage.params.get("add_input"):
+            if y.shape != picture.shape:
+                raise ValueError(f"stage {stage.name!r}: add_input needs an output of the "
+                                 f"input picture's shape {picture.shape}, got {y.shape}")
+            y += picture
+        return y
+
+    def _network(self, slot: _Slot, stats, content=None) -> None:
+        """The model's stages on slot's picture -> slot.result (a slot buffer, so it survives
+        the executors' next run). content: None (each picture's own AdaIN content statistics),
+        a fixed (mean, std) pair (tiles), or a function of the picture's own pair (video)."""
+        picture = slot.bufs["picture"]
+        x = picture
+        for stage in self.model.stages:
+            p = stage.params
+            if stage.kind == "onnx":
+                x = self._run_onnx(stage, x, picture)
+            elif stage.kind == "adain":
+                mean, std = stats if stats is not None else self._photo_stats
+                if mean.shape[-1] != x.shape[1]:
+                    raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for "
+                                     f"{x.shape[1]} feature channels")
+                cs = content
+                if callable(content):
+                    cs = content(ops.channel_stats(x, p["eps"]))
+                x = ops.adain(x, mean, std, eps=p["eps"], content_stats=cs,
+                              out=None if x is picture else x)
+            else:
+                x = self._enhance(slot, stage, x)
+        if x.ndim != 4 or x.shape[:2] != (1, 3):
+            raise ValueError(f"model {self.model.name!r} returned shape {x.shape}; "
+                             f"expected (1, 3, H, W) RGB")
+        ychw = slot.buf("ychw", x.shape)
+        if x is not ychw:
+            np.copyto(ychw, x)
+        slot.result = ychw
+
+    def _enhance(self, slot: _Slot, stage, x: np.ndarray) -> np.ndarray:
+        """guided_filter stage: detail guided by the input's luma, at the output's size."""
         p = stage.params
-        if stage.kind == "onnx":
-            # The native executor owns its output until its next run: consumed right away here.
-            y = self._runners[stage.name](x)
-            if p.get("add_input"):
-                if y.shape != picture.shape:
-                    raise ValueError(f"stage {stage.name!r}: add_input needs an output of the "
-                                     f"input picture's shape {picture.shape}, got {y.shape}")
-                y += picture
-            return y
-        if stage.kind == "adain":
-            mean, std = stats if stats is not None else self._photo_stats
-            if mean.shape[-1] != x.shape[1]:
-                raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for "
-                                 f"{x.shape[1]} feature channels")
-            return ops.adain(x, mean, std, eps=p["eps"])
-        # guided_filter: detail stage guided by the input's luma
-        y = np.ascontiguousarray(x[0].transpose(1, 2, 0))
-        guide = np.tensordot(_LUMA, picture[0], axes=1).astype(np.float32)
-        if guide.shape != y.shape[:2]:
+        oh, ow = x.shape[2:]
+        y = self._shared.buf("yhwc", (oh, ow, 3))  # network steps run one at a time
+        np.copyto(y, x[0].transpose(1, 2, 0))
+        guide = slot.bufs["guide"]
+        if guide.shape != (oh, ow):
             import cv2
-            guide = cv2.resize(guide, (y.shape[1], y.shape[0]), interpolation=cv2.INTER_LINEAR)
-        base = ops.guided_filter(guide, y, p["radius"], p["eps"])
+            guide = cv2.resize(guide, (ow, oh), dst=slot.buf("guide_out", (oh, ow)),
+                               interpolation=cv2.INTER_LINEAR)
+        base = ops.guided_filter(guide, y, p["radius"], p["eps"])  # allocates its result
         if p["detail"] != 1.0:
             y -= base
             y *= np.float32(p["detail"])
             y += base
         else:
             y = base
-        return np.ascontiguousarray(y.transpose(2, 0, 1))[None]
+        ychw = slot.buf("ychw", (1, 3, oh, ow))
+        np.copyto(ychw[0], y.transpose(2, 0, 1))
+        return ychw
 
-    def _convert(self, img: np.ndarray, stats) -> np.ndarray:
+    def _post(self, slot: _Slot) -> np.ndarray:
+        """Postprocess, crop, restore the layout -> a new array the caller owns."""
+        if slot.done is not None:
+            return slot.done
+        img, x = slot.img, slot.result
         h, w = img.shape[:2]
-        s = self.model.stride
-        ph, pw = (-h) % s, (-w) % s
-        bgr = self._bgr(img)
-        if ph or pw:
-            bgr = np.pad(bgr, ((0, ph), (0, pw), (0, 0)), mode="reflect" if min(h, w) > 1
-                         else "edge")
-        picture = ops.preprocess(bgr, self.model.mean, self.model.std)
-        x = picture
-        for stage in self.model.stages:
-            x = self._run_stage(stage, x, picture, stats)
-        if x.ndim != 4 or x.shape[:2] != (1, 3):
-            raise ValueError(f"model {self.model.name!r} returned shape {x.shape}; "
-                             f"expected (1, 3, H, W) RGB")
-        out = ops.postprocess(x, self.model.mean, self.model.std)
-        sy, sx = out.shape[0] / bgr.shape[0], out.shape[1] / bgr.shape[1]
+        hp, wp = slot.key
+        sy, sx = x.shape[2] / hp, x.shape[3] / wp
         if self.model.scale is not None and (sy, sx) != (self.model.scale,) * 2:
             raise ValueError(f"model {self.model.name!r} declares scale {self.model.scale} but "
-                             f"returned {out.shape[:2]} for {bgr.shape[:2]}")
+                             f"returned {x.shape[2:]} for {(hp, wp)}")
         oh, ow = round(h * sy), round(w * sx)
-        out = out[:oh, :ow]
-        if img.ndim == 2 or img.shape[2] == 1:
-            luma = out.astype(np.float32) @ _LUMA[::-1]  # BGR order
-            gray = np.clip(np.rint(luma), 0, 255).astype(np.uint8)
-            return gray if img.ndim == 2 else gray[..., None]
-        if img.shape[2] == 4:
-            alpha = img[:, :, 3]
-            if alpha.shape != (oh, ow):
-                import cv2
-                alpha = cv2.resize(alpha, (ow, oh), interpolation=cv2.INTER_LINEAR)
-            return np.dstack([out, alpha])
-        return np.ascontiguousarray(out)
+        if (oh, ow) == x.shape[2:] and img.ndim == 3 and img.shape[2] == 3:
+            return ops.postprocess(x, self.model.mean, self.model.std)
+        full = ops.postprocess(x, self.model.mean, self.model.std,
+                               out=slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
+        return finish_layout(img, full[:oh, :ow])
+
+
+def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """BGR result ``out`` (a view; not kept) in the layout of the input ``img`` -> a new array:
+    gray by BT.601 luma, alpha resized (if scaled) and re-attached."""
+    oh, ow = out.shape[:2]
+    if img.ndim == 2 or img.shape[2] == 1:
+        luma = out.astype(np.float32) @ _LUMA[::-1]  # BGR order
+        gray = np.clip(np.rint(luma), 0, 255).astype(np.uint8)
+        return gray if img.ndim == 2 else gray[..., None]
+    if img.shape[2] == 4:
+        alpha = img[:, :, 3]
+        if alpha.shape != (oh, ow):
+            import cv2
+            alpha = cv2.resize(alpha, (ow, oh), interpolation=cv2.INTER_LINEAR)
+        return np.dstack([out, alpha])
+    return np.array(out)

@@ -1,0 +1,143 @@
+"""Tiled conversion without seams (DESIGN.md §8, ANCHORS.md §4: Real-ESRGAN #211 #193).
+
+The reflect-padded picture is cut into a grid of *cores* (multiples of the model stride, so the
+encoder's down-sampling grid is the untiled one); each tile is its core grown by a *margin* of
+the model's receptive field (rounded up to the stride) on every side that has a neighbour, so
+adjacent tiles overlap by twice the receptive field. Two passes:
+
+1. AdaIN content statistics of the WHOLE picture: each tile's encoder features are reduced over
+   its own core only (every feature counted once, none near an artificial tile edge) and the
+   per-tile (count, mean, M2) are merged with Chan et al.'s parallel formula, in float64.
+2. Every tile runs the whole model with those shared statistics (``ops.adain(content_stats=)``),
+   and its output is blended with linear feathering over a band of half a margin centred on each
+   core boundary. The two weights of a band sum to 1 and the band ends 3/4 of a margin (>= half
+   the receptive field) from either tile's cut edge, so every blended pixel sees its whole
+   receptive field: tiled and
+   untiled results agree up to float rounding (tests/test_tiling.py: <= 2/255).
+
+Cost: the encoder stages run twice per tile (pass 1 keeps only statistics, not features, so the
+memory bound holds); memory: one tile's network plus the float32 output accumulator.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import ops
+
+# Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
+# covers the 3x3-conv up-scalers such files usually hold with room to spare.
+_UNKNOWN_RF = 32
+
+
+def margin_for(model) -> int:
+    """Per-side margin in input pixels: the receptive field rounded up to the stride."""
+    rf = model.receptive_field or _UNKNOWN_RF
+    s = model.stride
+    return -(-rf // s) * s
+
+
+def spans(n: int, tile: int, margin: int, stride: int) -> list[tuple[int, int, int, int]]:
+    """(core0, core1, ext0, ext1) along an axis of n pixels (a multiple of stride): about equal
+    cores of at most ``tile`` pixels on stride multiples, extents = cores + margin, clipped."""
+    k = max(1, math.ceil(n / tile))
+    bounds = [min(n, round(i * n / k / stride) * stride) for i in range(k + 1)]
+    bounds = sorted(set(bounds))
+    return [(a, b, max(0, a - margin), min(n, b + margin)) for a, b in zip(bounds, bounds[1:])]
+
+
+def feather(span, n: int, band: float, scale: float, size_out: int) -> np.ndarray:
+    """Blend weights over a tile's output extent (``size_out`` pixels, ``scale`` x its input
+    extent): 1 inside the core, linear ramps of width ``band`` centred on inner core
+    boundaries (0 at the far side), 1 at the picture's own borders."""
+    c0, c1, e0, _ = span
+    p = e0 + (np.arange(size_out, dtype=np.float64) + 0.5) / scale  # input coordinates
+    w = np.ones(size_out)
+    if c0 > 0:
+        w *= np.clip((p - (c0 - band / 2)) / band, 0.0, 1.0)
+    if c1 < n:
+        w *= np.clip(((c1 + band / 2) - p) / band, 0.0, 1.0)
+    return w.astype(np.float32)
+
+
+def merge_stats(parts, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Chan's parallel merge of [(count, mean (C,), M2 (C,))] -> (mean, std) float32 (1, C),
+    std = sqrt(biased variance + eps), as ``ops.channel_stats`` defines it."""
+    n, mean, m2 = parts[0]
+    mean, m2 = mean.copy(), m2.copy()
+    for nb, mb, m2b in parts[1:]:
+        total = n + nb
+        delta = mb - mean
+        mean += delta * (nb / total)
+        m2 += m2b + delta * delta * (n * nb / total)
+        n = total
+    return (mean[None].astype(np.float32),
+            np.sqrt(m2 / n + eps)[None].astype(np.float32))
+
+
+def _core_moments(x: np.ndarray, core_y, core_x, fs: float):
+    """(count, mean, M2) per channel of features x (1, C, h, w) over a core given in tile-local
+    input pixels; fs: input pixels per feature pixel."""
+    y0, y1 = (round(v / fs) for v in core_y)
+    x0, x1 = (round(v / fs) for v in core_x)
+    f = x[0, :, y0:y1, x0:x1].reshape(x.shape[1], -1).astype(np.float64)
+    mean = f.mean(axis=1)
+    return f.shape[1], mean, ((f - mean[:, None]) ** 2).sum(axis=1)
+
+
+def convert_tiled(engine, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
+    """``engine.convert(img)`` (style statistics ``stats``) in tiles of at most ``tile`` x ``tile`` core pixels."""
+    from .engine import _Slot, finish_layout
+    model = engine.model
+    s = model.stride
+    margin = margin_for(model)
+    band = margin / 2
+    tile = max(tile, margin)  # cores at least a margin wide: two ramps of a core never meet
+    h, w = img.shape[:2]
+    bgr = engine._bgr(img)
+    ph, pw = (-h) % s, (-w) % s
+    if ph or pw:
+        bgr = np.pad(bgr, ((0, ph), (0, pw), (0, 0)),
+                     mode="reflect" if min(h, w) > 1 else "edge")
+    hp, wp = bgr.shape[:2]
+    rows, cols = spans(hp, tile, margin, s), spans(wp, tile, margin, s)
+    tiles = [(r, c) for r in rows for c in cols]
+    adain = model.stage("adain")
+    slots: dict[tuple, _Slot] = {}
+
+    def prepared(r, c):
+        shape = (r[3] - r[2], c[3] - c[2])
+        t = slots.get(shape)
+        if t is None:
+            t = slots[shape] = _Slot(shape)
+        return engine._prep(bgr[r[2]:r[3], c[2]:c[3]], slot=t)
+
+    with engine._lock:
+        content = None
+        if adain is not None and len(tiles) > 1:
+            parts = []
+            for r, c in tiles:
+                t = prepared(r, c)
+                x = engine._features(t.bufs["picture"])
+                fs = (r[3] - r[2]) / x.shape[2]
+                parts.append(_core_moments(x, (r[0] - r[2], r[1] - r[2]),
+                                           (c[0] - c[2], c[1] - c[2]), fs))
+            content = merge_stats(parts, adain.params["eps"])
+        acc = None
+        for r, c in tiles:
+            t = prepared(r, c)
+            engine._network(t, stats, content)
+            y = t.result
+            scale = y.shape[2] / (r[3] - r[2])
+            if acc is None:
+                acc = np.zeros((1, 3, round(hp * scale), round(wp * scale)), np.float32)
+            wy = feather(r, hp, band, scale, y.shape[2])
+            wx = feather(c, wp, band, scale, y.shape[3])
+            oy, ox = round(r[2] * scale), round(c[2] * scale)
+            y *= wy[:, None]
+            y *= wx
+            acc[:, :, oy:oy + y.shape[2], ox:ox + y.shape[3]] += y
+    out = ops.postprocess(acc, model.mean, model.std)
+    oh, ow = round(h * acc.shape[2] / hp), round(w * acc.shape[3] / wp)
+    return finish_layout(img, out[:oh, :ow])
