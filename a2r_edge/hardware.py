@@ -301,13 +301,10 @@ def _isas() -> tuple[str, ...] | None:
 
 
 def cuda_library() -> str | None:
-    """Path of a2r_edge's CUDA library when it is built; None otherwise (this build: None)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("_a2r_cuda.so", "a2r_cuda.so", "a2r_cuda.dll"):
-        path = os.path.join(here, name)
-        if os.path.exists(path):
-            return path
-    return None
+    """Path of a2r_edge's CUDA library when it is built; None otherwise."""
+    from .backends import cuda
+    path = cuda.library_path()
+    return str(path) if path.exists() else None
 
 
 def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",

@@ -45,8 +45,16 @@ BACKENDS = ("native", "onnxruntime")  # what ``backend=`` may force for the ONNX
 OBJECTIVES = ("latency", "throughput")
 CALIBRATION_SIZE = 128  # small: the calibration of a model's stages must stay under 5 s
 REFERENCE_SIZE = 512    # the picture size plans are costed at when none is given
-NO_CUDA = ("a2r_edge's CUDA library is not built (cuda_ops/ has no build in this version); "
-           "GPU plans are unavailable")
+# GPU stages need the CUDA library, a driver and a device, and an Engine that runs stages on
+# the device: the last does not exist yet, so GPU backends are listed but never available.
+NO_GPU_ENGINE = ("the Engine does not run stages on the GPU yet (a2r_edge.backends.cuda "
+                 "exposes the CUDA kernels directly)")
+
+
+def _gpu_unavailable_reason() -> str:
+    from .backends import cuda
+    why = cuda.why_unavailable()
+    return f"no usable CUDA library: {why}" if why else NO_GPU_ENGINE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,17 +70,15 @@ class Backend:
 def available_backends(hw=None) -> tuple[Backend, ...]:
     """Every backend, available or not (with the reason). ``hw``: a HardwareProfile (only to
     say whether onnxruntime offers its CUDA provider)."""
-    from . import hardware
-    library = hardware.cuda_library()
-    why = "" if library else NO_CUDA
+    why = _gpu_unavailable_reason()
     ort_cuda = bool(hw.onnxruntime_cuda) if hw is not None else False
     return (
         Backend("native", "cpu", ("onnx", "adain", "guided_filter")),
         Backend("onnxruntime", "cpu", ("onnx",)),
-        Backend("cuda", "gpu", ("adain", "guided_filter"), library is not None, why),
-        Backend("onnxruntime-cuda", "gpu", ("onnx",), library is not None and ort_cuda,
-                why or ("" if ort_cuda else "onnxruntime does not offer its CUDA provider "
-                        "(install onnxruntime-gpu)")),
+        Backend("cuda", "gpu", ("adain", "guided_filter"), False, why),
+        Backend("onnxruntime-cuda", "gpu", ("onnx",), False,
+                why if ort_cuda else "onnxruntime does not offer its CUDA provider "
+                                     "(install onnxruntime-gpu)"),
     )
 
 
@@ -207,7 +213,8 @@ def check_device(device, backends=None) -> str:
     backends = available_backends() if backends is None else backends
     if device in ("gpu", "split") and not any(b.available and b.device == "gpu"
                                               for b in backends):
-        why = next((b.why_not for b in backends if b.device == "gpu" and b.why_not), NO_CUDA)
+        why = next((b.why_not for b in backends if b.device == "gpu" and b.why_not),
+                   NO_GPU_ENGINE)
         raise ValueError(f"device={device!r} needs a GPU backend: {why}; use 'cpu' or 'auto'")
     return device
 

@@ -136,7 +136,9 @@ def test_this_machine():
     assert hw.physical_cores is None or hw.physical_cores >= 1
     assert hw.default_threads >= 1
     assert hw.isas and hw.isas[0] == "baseline"
-    assert hw.cuda_library is None  # this build has no CUDA library
+    from a2r_edge.backends import cuda
+    built = cuda.library_path()
+    assert hw.cuda_library == (str(built) if built.exists() else None)
     assert HardwareProfile.from_dict(json.loads(json.dumps(hw.to_dict()))) == hw
     assert hw.machine_key() == detect_hardware(nvidia_smi=None).machine_key()
 
