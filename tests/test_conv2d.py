@@ -51,6 +51,10 @@ CASES = [
     (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),         # everything 1
     (1, 3, 1, 7, 17, 3, 1, 1, 1, 1),
     (1, 64, 31, 29, 70, 3, 1, 1, 1, 1),     # several row blocks and pixel tiles
+    (2, 10, 19, 23, 9, 3, 1, 2, 2, 1),      # stride 1 (implicit GEMM strip), dilated
+    (2, 8, 12, 10, 6, 3, 1, 0, 1, 2),       # implicit, groups 2, no padding
+    (1, 16, 9, 300, 20, 3, 1, 1, 1, 1),     # implicit: tiles start and end mid-row
+    (1, 96, 7, 700, 8, 5, 1, 2, 1, 1),      # implicit: strip budget bound (thin tiles)
 ]
 
 
