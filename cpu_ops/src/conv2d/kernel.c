@@ -259,7 +259,36 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
         const int64_t oy = row % g->oh, plane = row / g->oh, ch = plane % s->c;
         const float *xp = x + plane * h * w, *wc = wt + ch * s->kh * s->kw;
         float *restrict yr = y + row * ow;
-        memset(yr, 0, (size_t)ow * sizeof *yr);
+        /* 3x3 stride 1 with all three input rows inside the image (every row but the borders):
+         * the columns where all nine taps are inside take them in one pass that writes y once
+         * (one store instead of a clear and three read-modify-write passes); the border columns below. */
+        const int64_t iy0 = oy - s->pad_h;
+        const int full3 = s->kh == 3 && s->kw == 3 && sw == 1 && s->stride_h == 1 && iy0 >= 0 &&
+                          iy0 + 2 * s->dil_h < h;
+        const int64_t xa3 = A2R_MIN(A2R_MAX(0, s->pad_w), ow);
+        const int64_t xb3 = A2R_MAX(xa3, A2R_MIN(ow, w + s->pad_w - 2 * s->dil_w));
+        if (full3) {
+            const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w, dr = s->dil_h * w;
+            const float *restrict r0 = xp + iy0 * w + xa3 - s->pad_w;
+            const float *restrict r1 = r0 + dr, *restrict r2 = r1 + dr;
+            const float *k9 = wc;
+            float *restrict d = yr + xa3;
+            memset(yr, 0, (size_t)xa3 * sizeof *yr);
+            memset(yr + xb3, 0, (size_t)(ow - xb3) * sizeof *yr);
+            for (int64_t t = 0; t < xb3 - xa3; t++) {
+                float v = k9[0] * r0[t];
+                v = A2R_MADD(k9[1], r0[t + d1], v);
+                v = A2R_MADD(k9[2], r0[t + d2], v);
+                v = A2R_MADD(k9[3], r1[t], v);
+                v = A2R_MADD(k9[4], r1[t + d1], v);
+                v = A2R_MADD(k9[5], r1[t + d2], v);
+                v = A2R_MADD(k9[6], r2[t], v);
+                v = A2R_MADD(k9[7], r2[t + d1], v);
+                d[t] = A2R_MADD(k9[8], r2[t + d2], v);
+            }
+        } else {
+            memset(yr, 0, (size_t)ow * sizeof *yr);
+        }
         for (int64_t i = 0; i < s->kh; i++) {
             const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
             if (iy < 0 || iy >= h) continue;
@@ -269,8 +298,10 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
              * take all three in one pass (one load and store of y instead of three). */
             int64_t xa = 0, xb = 0;
             if (s->kw == 3 && sw == 1) {
-                xa = A2R_MIN(A2R_MAX(0, s->pad_w), ow);
-                xb = A2R_MAX(xa, A2R_MIN(ow, w + s->pad_w - 2 * s->dil_w));
+                xa = xa3;
+                xb = xb3;
+            }
+            if (s->kw == 3 && sw == 1 && !full3) {
                 const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w;
                 const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
                 const float *restrict src = xrow + xa - s->pad_w;
