@@ -19,7 +19,9 @@ from . import _kernels
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
            "im2col", "conv2d", "Conv2d", "guided_filter"]
 
-_ACT_NONE, _ACT_SILU = 0, 1
+# Fusable activations -> their A2R_ACT_* codes (a2r_kernels.h), shared by conv2d, adain and the
+# executor.
+ACT_CODES = {None: 0, "silu": 1, "relu": 2, "leaky_relu": 3}
 
 
 # --- validation helpers -------------------------------------------------------------------------
@@ -193,7 +195,7 @@ def adain(x, style_mean, style_std, eps=1e-5, content_stats=None, out=None):
         cm = _per_plane(content_stats[0], "content_stats[0] (mean)", n, c)
         cs = _per_plane(content_stats[1], "content_stats[1] (std)", n, c, positive=True)
     out = _out(out, x.shape, np.float32, x, inplace_ok=True)
-    _kernels.adain(x.reshape(-1), n * c, h * w, sm, ss, cm, cs, eps, _ACT_NONE,
+    _kernels.adain(x.reshape(-1), n * c, h * w, sm, ss, cm, cs, eps, ACT_CODES[None], 0.0,
                    out.reshape(-1))
     return out
 
@@ -239,7 +241,6 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
 
 
 ACTIVATIONS = (None, "relu", "leaky_relu", "silu")
-_ACT_CODES = {None: _ACT_NONE, "silu": _ACT_SILU, "relu": 2, "leaky_relu": 3}  # a2r_kernels.h
 
 
 class Conv2d:
@@ -322,7 +323,7 @@ class Conv2d:
             self._workspace = np.empty(need, np.float32)
         _kernels.conv2d(shape, x.reshape(-1), packed, self.b,
                         None if residual is None else residual.reshape(-1),
-                        _ACT_CODES[self.activation], self.alpha, self._workspace,
+                        ACT_CODES[self.activation], self.alpha, self._workspace,
                         out.reshape(-1))
         return out
 

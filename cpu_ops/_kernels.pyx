@@ -24,7 +24,7 @@ cdef extern from "a2r_kernels.h" nogil:
                            float *stdv) noexcept
     void a2r_adain(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                    const float *style_std, const float *content_mean, const float *content_std,
-                   float eps, int activation, float *y) noexcept
+                   float eps, int activation, float alpha, float *y) noexcept
     void a2r_silu(const float *x, float *y, int64_t n) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                            float *y) noexcept
@@ -88,15 +88,17 @@ def channel_stats(const float[::1] x, int64_t nc, int64_t hw, float eps, float[:
 
 def adain(const float[::1] x, int64_t nc, int64_t hw, const float[::1] style_mean,
           const float[::1] style_std, const float[::1] content_mean,
-          const float[::1] content_std, float eps, int activation, float[::1] y):
-    """content_mean/content_std: None to compute the statistics in the kernel."""
+          const float[::1] content_std, float eps, int activation, float alpha, float[::1] y):
+    """content_mean/content_std: None to compute the statistics in the kernel; activation: an
+    A2R_ACT_* code, alpha its leaky slope."""
     cdef const float *cm = NULL
     cdef const float *cs = NULL
     if content_mean is not None:
         cm = &content_mean[0]
         cs = &content_std[0]
     with nogil:
-        a2r_adain(&x[0], nc, hw, &style_mean[0], &style_std[0], cm, cs, eps, activation, &y[0])
+        a2r_adain(&x[0], nc, hw, &style_mean[0], &style_std[0], cm, cs, eps, activation, alpha,
+                  &y[0])
 
 
 def silu(const float[::1] x, float[::1] y):

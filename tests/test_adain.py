@@ -87,8 +87,41 @@ def test_silu_epilogue(native, rng):
     x = (rng.standard_normal((1, 3, 300, 257)) * 2).astype(np.float32)
     sm, ss = _style(rng, 1, 3, False)
     y = np.empty_like(x)
-    _kernels.adain(x.reshape(-1), 3, 300 * 257, sm, ss, None, None, 1e-5, 1, y.reshape(-1))
+    _kernels.adain(x.reshape(-1), 3, 300 * 257, sm, ss, None, None, 1e-5, 1, 0.0, y.reshape(-1))
     np.testing.assert_allclose(y, ref.silu(ref.adain(x, sm, ss)), **REDUCTION)
+
+
+# A2R_ACT_* codes of a2r_kernels.h and their numpy meaning (same as the conv2d epilogue).
+ACTS = {"relu": (2, lambda v, a: np.where(v > 0, v, np.float32(0))),
+        "leaky_relu": (3, lambda v, a: np.where(v >= 0, v, np.float32(a) * v))}
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.5])
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("given", [False, True], ids=["own_stats", "given_stats"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 7), (2, 3, 13, 17), (1, 3, 300, 257)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_relu_epilogues(native, rng, shape, given, act, alpha):
+    """A2R_ACT_RELU / A2R_ACT_LEAKY_RELU fused into the apply (executor: InstanceNorm + Relu /
+    LeakyRelu), on every ISA level and thread count; the 300x257 planes are split across
+    threads. alpha is ignored by relu (1.5 checks that)."""
+    n, c = shape[:2]
+    x = (rng.standard_normal(shape) * 2 + 0.3).astype(np.float32)
+    sm, ss = _style(rng, n, c, True)
+    stats = ops.channel_stats(x) if given else None
+    cm, cs = (s.reshape(-1) for s in stats) if given else (None, None)
+    code, fn = ACTS[act]
+    y = np.empty_like(x)
+    _kernels.adain(x.reshape(-1), n * c, shape[2] * shape[3], sm.reshape(-1), ss.reshape(-1),
+                   cm, cs, 1e-5, code, alpha, y.reshape(-1))
+    want = fn(ref.adain(x, sm, ss, content_stats=stats), alpha)
+    np.testing.assert_allclose(y, want, **REDUCTION)
+    assert (y < 0).any() == (act == "leaky_relu")   # the activation really ran
+    # in place, as the executor runs it
+    z = x.copy()
+    _kernels.adain(z.reshape(-1), n * c, shape[2] * shape[3], sm.reshape(-1), ss.reshape(-1),
+                   cm, cs, 1e-5, code, alpha, z.reshape(-1))
+    np.testing.assert_array_equal(z, y)
 
 
 def test_nan_and_inf_do_not_crash(native, rng):

@@ -47,10 +47,16 @@ CASES = [
     (2, 8, 11, 11, 6, 5, 2, 3, 1, 2),       # groups 2
     (1, 12, 15, 15, 12, 3, 1, 1, 1, 12),    # depthwise
     (2, 6, 9, 14, 6, 5, 2, 2, 2, 6),        # depthwise, strided, dilated
+    (2, 5, 11, 37, 5, 3, 1, 2, 2, 5),       # depthwise 3x3 nine-tap rows, dilated
+    (1, 4, 6, 3, 4, 3, 1, 0, 1, 4),         # depthwise 3x3 no padding, narrow
     (1, 6, 7, 7, 12, 3, 1, 1, 1, 6),        # channel multiplier 2 (GEMM path)
     (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),         # everything 1
     (1, 3, 1, 7, 17, 3, 1, 1, 1, 1),
     (1, 64, 31, 29, 70, 3, 1, 1, 1, 1),     # several row blocks and pixel tiles
+    (2, 10, 19, 23, 9, 3, 1, 2, 2, 1),      # stride 1 (implicit GEMM strip), dilated
+    (2, 8, 12, 10, 6, 3, 1, 0, 1, 2),       # implicit, groups 2, no padding
+    (1, 16, 9, 300, 20, 3, 1, 1, 1, 1),     # implicit: tiles start and end mid-row
+    (1, 96, 7, 700, 8, 5, 1, 2, 1, 1),      # implicit: strip budget bound (thin tiles)
 ]
 
 

@@ -43,6 +43,8 @@ def test_small_image_net_matches_onnxruntime_and_fuses(threads):
     p = ex.plan_for({"x": x.shape})
     assert p.fusions["instance_norm_to_adain"] == 2 * 2 + 1
     assert p.fusions["silu"] == 1 and p.fusions["conv_activation"] >= 1
+    assert p.fusions["norm_activation"] == 2 + 1   # each block's first norm and the encoder's
+    assert [n.op for n in p.nodes].count("Relu") == 0
     assert [n.op for n in p.nodes].count("Sigmoid") == 0
     assert p.arena_floats < p.naive_floats   # buffers are reused
     assert "arena" in ex.describe() and "SiLU" in ex.describe()
@@ -67,6 +69,32 @@ def test_conv_epilogue_fusions():
     assert [n.op for n in p.nodes] == ["Conv", "Conv", "Conv"]
     assert p.fusions["conv_scale"] == 1 and p.fusions["conv_bias"] == 1
     assert p.fusions["conv_residual"] == 1 and p.fusions["conv_activation"] == 2
+
+
+@pytest.mark.parametrize("act", ["Relu", "LeakyRelu"])
+def test_instance_norm_activation_fused(threads, act):
+    """InstanceNormalization + Relu/LeakyRelu -> one AdaIN node with the activation in its
+    epilogue; same result as onnxruntime."""
+    rng = np.random.default_rng(5)
+    b = Builder(rng, 6)
+    y = b.conv("x", 6, 8)
+    y = b.node("InstanceNormalization", [y, b.const(rng.uniform(0.5, 1.5, 8)),
+                                         b.const(rng.standard_normal(8) * 0.3)])
+    y = b.node(act, [y], **({"alpha": 0.15} if act == "LeakyRelu" else {}))
+    y = b.node("Add", [b.conv(y, 8, 8), y])        # y is read twice: the fused output is kept
+    m = b.model(y)
+    ex = NativeExecutor(m)
+    x = rng.standard_normal((1, 6, 33, 29)).astype(np.float32)
+    got = ex.run(x)
+    np.testing.assert_allclose(got, ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.fusions["norm_activation"] == 1
+    assert [n.op for n in p.nodes] == ["Conv", "AdaIN", "Conv"]
+    kind = {"Relu": "relu", "LeakyRelu": "leaky_relu"}[act]
+    assert p.nodes[1].attrs["activation"] == kind
+    assert f"+{kind}" in ex.describe()
+    if act == "LeakyRelu":
+        assert p.nodes[1].attrs["alpha"] == pytest.approx(0.15)
 
 
 def test_concat_producers_write_into_slices():

@@ -19,90 +19,7 @@ from . import arena
 from .graph import (Graph, Node, UnsupportedOpError, build_graph, conv_pads, fuse,
                     infer_shapes, load_model, resize_params)
 
-_ACT_CODE = {None: 0, "silu": 1}   # a2r_adain activation codes (a2r_kernels.h)
 _HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python scalar anew each call
-
-
-# --- the one convolution adapter ----------------------------------------------------------------
-
-class _Im2colConv:
-    """Stand-in for ``ops.Conv2d`` (same call): im2col + BLAS with workspaces sized on the first
-    call at each input shape, so later calls allocate nothing. ``shared``: a dict of workspaces
-    that all convolutions of one plan share (they run one after another); without it each
-    conv's whole-image im2col matrix would stay allocated (1.7 GiB at 512^2 for the small net;
-    shared: the largest one, 0.3 GiB, until ops.Conv2d tiles im2col)."""
-
-    def __init__(self, w, b, stride, pad, dilation, groups, activation, alpha, shared=None):
-        self.shared = {} if shared is None else shared
-        self.w = np.ascontiguousarray(w, np.float32)
-        o, self.cg, self.kh, self.kw = self.w.shape
-        self.groups, self.og = groups, o // groups
-        self.wg = [self.w[g * self.og:(g + 1) * self.og].reshape(self.og, -1)
-                   for g in range(groups)]
-        self.b4 = None if b is None else np.ascontiguousarray(b, np.float32).reshape(1, o, 1, 1)
-        self.stride, self.pad, self.dilation = stride, pad, dilation
-        self.activation, self.alpha = activation, np.array(alpha, np.float32)
-        self.direct = (self.kh, self.kw, stride, pad, dilation) == (1, 1, (1, 1), (0, 0), (1, 1))
-        self._work: dict[tuple, tuple] = {}
-
-    def _buffer(self, key, shape):
-        """A view of the plan-wide buffer ``key``, grown (first run only) to fit ``shape``."""
-        size = int(np.prod(shape))
-        flat = self.shared.get(key)
-        if flat is None or flat.size < size:
-            flat = self.shared[key] = np.empty(size, np.float32)
-        return flat[:size].reshape(shape)
-
-    def __call__(self, x, residual=None, out=None):
-        n, c, h, w = x.shape
-        work = self._work.get(x.shape)
-        if work is None:
-            (sh, sw), (ph, pw), (dh, dw) = self.stride, self.pad, self.dilation
-            oh = (h + 2 * ph - dh * (self.kh - 1) - 1) // sh + 1
-            ow = (w + 2 * pw - dw * (self.kw - 1) - 1) // sw + 1
-            work = self._work[x.shape] = (oh, ow)
-        oh, ow = work
-        # views fetched per call: a later conv of the plan may have grown the shared buffers
-        cols = None if self.direct else self._buffer("cols", (self.cg * self.kh * self.kw,
-                                                              oh * ow))
-        tmp = self._buffer("tmp", (n, self.og * self.groups, oh, ow)) \
-            if self.activation == "leaky_relu" else None
-        if out is None:
-            out = np.empty((n, self.og * self.groups, oh, ow), np.float32)
-        cg, og = self.cg, self.og
-        for i in range(n):
-            for g in range(self.groups):
-                xs = x[i, g * cg:(g + 1) * cg]
-                if self.direct:
-                    src = xs.reshape(cg, h * w)
-                else:
-                    ops.im2col(xs, (self.kh, self.kw), self.stride, self.pad, self.dilation,
-                               out=cols)
-                    src = cols
-                np.matmul(self.wg[g], src, out=out[i, g * og:(g + 1) * og].reshape(og, oh * ow))
-        if self.b4 is not None:
-            np.add(out, self.b4, out=out)
-        if residual is not None:
-            np.add(out, residual, out=out)
-        if self.activation == "relu":
-            np.maximum(out, 0.0, out=out)
-        elif self.activation == "leaky_relu":
-            np.multiply(out, self.alpha, out=tmp)
-            (np.maximum if self.alpha <= 1 else np.minimum)(out, tmp, out=out)
-        elif self.activation == "silu":
-            _kernels.silu(out.reshape(-1), out.reshape(-1))
-        return out
-
-
-def _make_conv(w, b, stride, pad, dilation, groups, activation, alpha, workspace=None):
-    """The prepacked ``ops.Conv2d`` when this build has it, else the im2col stand-in (sharing
-    ``workspace``, a dict owned by the plan); both are called as
-    ``conv(x, residual=None, out=None)``."""
-    cls = getattr(ops, "Conv2d", None)
-    if cls is not None:
-        return cls(w, b, stride=stride, pad=pad, dilation=dilation, groups=groups,
-                   activation=activation, alpha=alpha)
-    return _Im2colConv(w, b, stride, pad, dilation, groups, activation, alpha, workspace)
 
 
 # --- per-op step builders: each returns a closure over bound views (or None) -------------------
@@ -168,7 +85,7 @@ def _resize_axis(in_size, out_size, scale, p, linear):
     return i0, i1, w1
 
 
-def _build_step(n: Node, graph: Graph, shapes, view, scratch, workspace):
+def _build_step(n: Node, graph: Graph, shapes, view, scratch):
     """The closure that runs fused node ``n`` (views from ``view(name)``) or None."""
     op, a = n.op, n.attrs
     y = view(n.outputs[0]) if op != "Concat" else None
@@ -177,10 +94,10 @@ def _build_step(n: Node, graph: Graph, shapes, view, scratch, workspace):
         res = view(n.inputs[1]) if len(n.inputs) > 1 else None
         w = a["w"]
         t, l, b, r = conv_pads(n, x.shape, w.shape)
-        conv = _make_conv(w, a["b"], tuple(a.get("strides") or (1, 1)),
-                          (t, l) if (t, l) == (b, r) else (0, 0),
-                          tuple(a.get("dilations") or (1, 1)), a.get("group", 1),
-                          a["activation"], a.get("alpha", 0.01), workspace)
+        conv = ops.Conv2d(w, a["b"], stride=tuple(a.get("strides") or (1, 1)),
+                          pad=(t, l) if (t, l) == (b, r) else (0, 0),
+                          dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
+                          activation=a["activation"], alpha=a.get("alpha", 0.01))
         if (t, l) == (b, r):
             return lambda: conv(x, residual=res, out=y)
         padded = scratch[0]
@@ -243,9 +160,9 @@ def _build_step(n: Node, graph: Graph, shapes, view, scratch, workspace):
         eps = float(a.get("epsilon", 1e-5))
         if not eps > 0:
             raise ValueError(f"{op} node {n.name!r}: epsilon must be > 0, got {eps}")
-        if a.get("activation") not in _ACT_CODE:
+        if a.get("activation") not in ops.ACT_CODES:
             raise AssertionError(f"fusion gave AdaIN activation {a.get('activation')!r}")
-        act = _ACT_CODE[a.get("activation")]
+        act, alpha = ops.ACT_CODES[a.get("activation")], float(a.get("alpha", 0.01))
         stats, feeds = [], []
         for s in n.inputs[1:3]:
             shape = shapes[s]
@@ -265,7 +182,7 @@ def _build_step(n: Node, graph: Graph, shapes, view, scratch, workspace):
         def adain():
             for dst, src in feeds:
                 np.copyto(dst, src)
-            _kernels.adain(xf, nb * c, h * w, sm, ss, None, None, eps, act, yf)
+            _kernels.adain(xf, nb * c, h * w, sm, ss, None, None, eps, act, alpha, yf)
         return adain
     if op == "DepthToSpace":
         x = view(n.inputs[0])
@@ -442,11 +359,11 @@ class _Plan:
             return flat[off:off + size(t)].reshape(shapes[t])
 
         self.inputs = {name: view(name) for name in input_shapes}
-        self.steps, self.conv_workspace = [], {}
+        self.steps = []
         for nd, ids in zip(nodes, scratch_ids):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
-            step = _build_step(nd, graph, shapes, view, scratch, self.conv_workspace)
+            step = _build_step(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups

@@ -382,8 +382,7 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             other = m.inputs[1] if len(m.inputs) > 1 and m.inputs[0] == out else \
                 (m.inputs[0] if len(m.inputs) > 1 else "")
             done = False
-            if act is None and m.op in ("Relu", "LeakyRelu", "SiLU") and (
-                    n.op == "Conv" or m.op == "SiLU"):
+            if act is None and m.op in ("Relu", "LeakyRelu", "SiLU"):
                 n.attrs["activation"] = {"Relu": "relu", "LeakyRelu": "leaky_relu",
                                          "SiLU": "silu"}[m.op]
                 n.attrs["alpha"] = float(m.attrs.get("alpha", 0.01))

@@ -20,9 +20,11 @@ extern "C" {
 #define A2R_OK 0
 #define A2R_ENOMEM 1 /* a scratch buffer could not be allocated */
 
-/* Activations that a producer can fuse into its epilogue. */
+/* Activations that a producer (conv2d, adain) fuses into its epilogue; v is the value before. */
 #define A2R_ACT_NONE 0
-#define A2R_ACT_SILU 1
+#define A2R_ACT_SILU 1       /* v * sigmoid(v) */
+#define A2R_ACT_RELU 2       /* v > 0 ? v : 0 */
+#define A2R_ACT_LEAKY_RELU 3 /* v >= 0 ? v : alpha * v (the op's alpha argument) */
 
 /* preprocess: BGR uint8 HWC -> RGB float32 planar (CHW), one pass.
  *   out[c*h*w + y*w + x] = img[(y*w + x)*3 + 2 - c] * scale[c] + bias[c]     c = R, G, B
@@ -42,14 +44,15 @@ void a2r_postprocess(const float *x, int64_t h, int64_t w,
 void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps,
                        float *mean, float *stdv);
 
-/* adain: y = (x - mu) / sigma * style_std + style_mean per plane, then the fused activation.
+/* adain: y = (x - mu) / sigma * style_std + style_mean per plane, then the fused activation
+ * (A2R_ACT_*; alpha is the leaky slope, ignored by the others).
  *   content_mean/content_std: per-plane mu and sigma (sigma already includes eps), or both NULL to
  *   compute them here with the channel_stats rule (each plane's stats and apply share the cache).
  *   style_mean/style_std: nc values (the caller broadcasts (C,) to (N, C)). y may equal x. */
 void a2r_adain(const float *x, int64_t nc, int64_t hw,
                const float *style_mean, const float *style_std,
                const float *content_mean, const float *content_std,
-               float eps, int activation, float *y);
+               float eps, int activation, float alpha, float *y);
 
 /* silu: y = x * sigmoid(x), n floats; y may equal x. */
 void a2r_silu(const float *x, float *y, int64_t n);
@@ -74,8 +77,6 @@ void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w,
  * active ISA level and thread count; a call runs on at most as many threads as the workspace has
  * slots for, so a smaller workspace is slower, never unsafe (>= 1 slot required). No allocation.
  * Layout and tiling: cpu_ops/src/conv2d/kernel.c. bias and residual may be NULL. */
-#define A2R_ACT_RELU 2       /* max(v, 0); conv2d epilogue */
-#define A2R_ACT_LEAKY_RELU 3 /* v >= 0 ? v : alpha * v; conv2d epilogue */
 typedef struct {
     int64_t n, c, h, w, o, groups, kh, kw;
     int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;

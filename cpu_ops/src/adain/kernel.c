@@ -15,10 +15,24 @@
 /* y may equal x (in place), so no restrict: each element is read before it is written.
  * (x - mu) first: with a large common offset, x*a + (sm - mu*a) would cancel badly. */
 static inline void apply(const float *x, float *y, int64_t n, float mu, float a, float sm,
-                         int activation) {
-    if (activation == A2R_ACT_SILU) {
+                         int activation, float alpha) {
+    switch (activation) {
+    case A2R_ACT_SILU:
         for (int64_t i = 0; i < n; i++) y[i] = a2r_silu1(A2R_MADD(x[i] - mu, a, sm));
-    } else {
+        break;
+    case A2R_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) {
+            const float v = A2R_MADD(x[i] - mu, a, sm);
+            y[i] = v > 0.0f ? v : 0.0f;
+        }
+        break;
+    case A2R_ACT_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++) {
+            const float v = A2R_MADD(x[i] - mu, a, sm);
+            y[i] = v >= 0.0f ? v : alpha * v;
+        }
+        break;
+    default:
         for (int64_t i = 0; i < n; i++) y[i] = A2R_MADD(x[i] - mu, a, sm);
     }
 }
@@ -36,7 +50,8 @@ static inline coeffs from_moments(a2r_moments m, float style_mean, float style_s
 
 void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                            const float *style_std, const float *content_mean,
-                           const float *content_std, float eps, int activation, float *y) {
+                           const float *content_std, float eps, int activation, float alpha,
+                           float *y) {
     const int nt = a2r_plane_threads(nc, hw);
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -49,7 +64,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 a2r_span_piece(s, p, hw, &b, &e);
                 const float a = (float)((double)style_std[p] / (double)content_std[p]);
                 apply(x + p * hw + b, y + p * hw + b, e - b, content_mean[p], a, style_mean[p],
-                      activation);
+                      activation, alpha);
             }
         } else {
             a2r_publish_shared(x, hw, s, pieces, t);
@@ -61,7 +76,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                                               style_std[p], eps);
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
-                apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation);
+                apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation, alpha);
             }
             /* Planes owned whole: statistics, then the apply while the plane is in L2. */
             for (int64_t p = s.p0; p <= s.p1; p++) {
@@ -70,7 +85,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 if (b != 0 || e != hw) continue;
                 const coeffs c = from_moments(a2r_range_moments(x + p * hw, hw),
                                               style_mean[p], style_std[p], eps);
-                apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation);
+                apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation, alpha);
             }
         }
     }
