@@ -36,7 +36,6 @@ import numpy as np
 
 SCHEMA = "a2r_edge.profile/1"
 CANONICAL_SIZES = (256, 512, 1024)
-LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # BT.601, the Engine's guide
 
 
 # --- timing -----------------------------------------------------------------------------------
@@ -156,7 +155,7 @@ class StageChain:
     """
 
     def __init__(self, stages, threads: int):
-        from . import ops
+        from . import stages as run_stage
         from .backends.ort import OrtSession
         from .model import NativeExecutor, UnsupportedOpError
         from .model.package import load_stats
@@ -166,38 +165,23 @@ class StageChain:
         for s in self.stages:
             p = s.params
             if s.kind == "onnx":
-                def wrap(run, add=bool(p.get("add_input"))):
-                    def runner(x, picture):
-                        y = run(x)
-                        if add:
-                            y += picture
-                        return y
-                    return runner
                 try:
                     ex = NativeExecutor(str(p["file"]))
-                    self.runners[(s.name, "native")] = wrap(ex.run)
+                    self.runners[(s.name, "native")] = (
+                        lambda x, picture, s=s, run=ex.run: run_stage.onnx(s, run, x, picture))
                 except UnsupportedOpError as exc:
                     self.unsupported[s.name] = str(exc)
                 sess = OrtSession(str(p["file"]), threads=threads)
-                self.runners[(s.name, "onnxruntime")] = wrap(
-                    lambda x, sess=sess: sess.run({sess.input_names[0]: x})[0])
+                self.runners[(s.name, "onnxruntime")] = (
+                    lambda x, picture, s=s, sess=sess: run_stage.onnx(
+                        s, lambda v: sess.run({sess.input_names[0]: v})[0], x, picture))
             elif s.kind == "adain":
-                mean, std = load_stats(p["stats"])
+                style = load_stats(p["stats"])
                 self.runners[(s.name, "native")] = (
-                    lambda x, picture, m=mean, sd=std, e=p["eps"]: ops.adain(x, m, sd, eps=e))
+                    lambda x, picture, s=s, style=style: run_stage.adain(s, x, style))
             elif s.kind == "guided_filter":
-                def guided(x, picture, p=p):
-                    y = np.ascontiguousarray(x[0].transpose(1, 2, 0))
-                    guide = np.tensordot(LUMA, picture[0], axes=1).astype(np.float32)
-                    if guide.shape != y.shape[:2]:
-                        import cv2
-                        guide = cv2.resize(guide, (y.shape[1], y.shape[0]))
-                    base = ops.guided_filter(guide, y, p["radius"], p["eps"])
-                    y -= base
-                    y *= np.float32(p["detail"])
-                    y += base
-                    return np.ascontiguousarray(y.transpose(2, 0, 1))[None]
-                self.runners[(s.name, "native")] = guided
+                self.runners[(s.name, "native")] = (
+                    lambda x, picture, s=s: run_stage.guided_filter(s, x, run_stage.luma(picture)))
 
     def backends_of(self, stage: str) -> list[str]:
         return [b for (s, b) in self.runners if s == stage]

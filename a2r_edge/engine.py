@@ -29,13 +29,12 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import _settings, ops
+from . import _settings, ops, stages
 from .model import package as pkg
 from .pipeline import Pipeline
 from .scheduler import make_plan
 
 # ITU-R BT.601 luma weights, the ones OpenCV's BGR2GRAY uses.
-_LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # R, G, B
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
 _DEPTH = 2
@@ -418,8 +417,8 @@ class Engine:
             np.copyto(bgr[:, j], bgr[:, _reflect_index(j, w)])
         pic = ops.preprocess(bgr, self.model.mean, self.model.std,
                              out=slot.buf("picture", (1, 3, hp, wp)))
-        if self._has_gf:  # luma R, G, B weights . planes: one sgemv, no temporary
-            np.dot(_LUMA, pic.reshape(3, -1), out=slot.buf("guide", (hp, wp)).reshape(-1))
+        if self._has_gf:
+            stages.luma(pic, out=slot.buf("guide", (hp, wp)))
         return slot
 
     def _features(self, x: np.ndarray) -> np.ndarray:
@@ -435,13 +434,7 @@ class Engine:
             raise ValueError(f"model {self.model.name!r}: stage {stage.name!r} ({stage.kind}) "
                              f"must come after the AdaIN stage")
         # The native executor owns its output until its next run: consumed right away.
-        y = self._runners[stage.name](x)
-        if stage.params.get("add_input"):
-            if y.shape != picture.shape:
-                raise ValueError(f"stage {stage.name!r}: add_input needs an output of the "
-                                 f"input picture's shape {picture.shape}, got {y.shape}")
-            y += picture
-        return y
+        return stages.onnx(stage, self._runners[stage.name], x, picture)
 
     def _network(self, slot: _Slot, stats, content=None) -> None:
         """The model's stages on slot's picture -> slot.result (a slot buffer, so it survives
@@ -450,19 +443,11 @@ class Engine:
         picture = slot.bufs["picture"]
         x = picture
         for stage in self.model.stages:
-            p = stage.params
             if stage.kind == "onnx":
                 x = self._run_onnx(stage, x, picture)
             elif stage.kind == "adain":
-                mean, std = stats if stats is not None else self._photo_stats
-                if mean.shape[-1] != x.shape[1]:
-                    raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for "
-                                     f"{x.shape[1]} feature channels")
-                cs = content
-                if callable(content):
-                    cs = content(ops.channel_stats(x, p["eps"]))
-                x = ops.adain(x, mean, std, eps=p["eps"], content_stats=cs,
-                              out=None if x is picture else x)
+                x = stages.adain(stage, x, stats if stats is not None else self._photo_stats,
+                                 content, out=None if x is picture else x)
             else:
                 x = self._enhance(slot, stage, x)
         if x.ndim != 4 or x.shape[:2] != (1, 3):
@@ -475,25 +460,11 @@ class Engine:
 
     def _enhance(self, slot: _Slot, stage, x: np.ndarray) -> np.ndarray:
         """guided_filter stage: detail guided by the input's luma, at the output's size."""
-        p = stage.params
         oh, ow = x.shape[2:]
-        y = self._shared.buf("yhwc", (oh, ow, 3))  # network steps run one at a time
-        np.copyto(y, x[0].transpose(1, 2, 0))
-        guide = slot.bufs["guide"]
-        if guide.shape != (oh, ow):
-            import cv2
-            guide = cv2.resize(guide, (ow, oh), dst=slot.buf("guide_out", (oh, ow)),
-                               interpolation=cv2.INTER_LINEAR)
-        base = ops.guided_filter(guide, y, p["radius"], p["eps"])  # allocates its result
-        if p["detail"] != 1.0:
-            y -= base
-            y *= np.float32(p["detail"])
-            y += base
-        else:
-            y = base
-        ychw = slot.buf("ychw", (1, 3, oh, ow))
-        np.copyto(ychw[0], y.transpose(2, 0, 1))
-        return ychw
+        return stages.guided_filter(
+            stage, x, slot.bufs["guide"],
+            hwc=self._shared.buf("yhwc", (oh, ow, 3)),  # network steps run one at a time
+            out=slot.buf("ychw", (1, 3, oh, ow)))
 
     def _post(self, slot: _Slot) -> np.ndarray:
         """Postprocess, crop, restore the layout -> a new array the caller owns."""
@@ -519,7 +490,7 @@ def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:
     gray by BT.601 luma, alpha resized (if scaled) and re-attached."""
     oh, ow = out.shape[:2]
     if img.ndim == 2 or img.shape[2] == 1:
-        luma = out.astype(np.float32) @ _LUMA[::-1]  # BGR order
+        luma = out.astype(np.float32) @ stages.LUMA[::-1]  # BGR order
         gray = np.clip(np.rint(luma), 0, 255).astype(np.uint8)
         return gray if img.ndim == 2 else gray[..., None]
     if img.shape[2] == 4:

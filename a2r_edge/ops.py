@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from .backends import cpu as _cpu  # sets the ISA level and threads before the first call
+from .backends import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
 from . import _kernels
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",

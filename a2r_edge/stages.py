@@ -1,0 +1,70 @@
+"""What each kind of model stage computes, written once (DESIGN.md §1, package format in
+model/package.py). The Engine runs these on its recycled buffers; the bench and the scheduler's
+calibration time them stage by stage on each backend."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops
+
+# ITU-R BT.601 luma weights (R, G, B), the ones OpenCV's BGR2GRAY uses.
+LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def luma(picture: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The guide of the guided-filter stage: luma of a (1, 3, H, W) RGB picture, (H, W)."""
+    _, _, h, w = picture.shape
+    if out is None:
+        out = np.empty((h, w), np.float32)
+    np.dot(LUMA, picture.reshape(3, -1), out=out.reshape(-1))  # one sgemv, no temporary
+    return out
+
+
+def onnx(stage, run, x: np.ndarray, picture: np.ndarray) -> np.ndarray:
+    """A network stage: run(x), plus the normalised input picture when it predicts a residual
+    (``add_input``). The result may be owned by ``run`` (the native executor's output)."""
+    y = run(x)
+    if stage.params.get("add_input"):
+        if y.shape != picture.shape:
+            raise ValueError(f"stage {stage.name!r}: add_input needs an output of the input "
+                             f"picture's shape {picture.shape}, got {y.shape}")
+        y += picture
+    return y
+
+
+def adain(stage, x: np.ndarray, style, content=None, out=None) -> np.ndarray:
+    """AdaIN stage: x's features renormalised to ``style`` = (mean, std). content: None (x's
+    own statistics), a (mean, std) pair (shared by tiles), or a function of x's own pair
+    (smoothed over video frames)."""
+    mean, std = style
+    if mean.shape[-1] != x.shape[1]:
+        raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for {x.shape[1]} "
+                         f"feature channels")
+    eps = stage.params["eps"]
+    if callable(content):
+        content = content(ops.channel_stats(x, eps))
+    return ops.adain(x, mean, std, eps=eps, content_stats=content, out=out)
+
+
+def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, out=None) -> np.ndarray:
+    """Detail stage on x (1, 3, H, W): base = guided filter of x guided by ``guide`` (H, W),
+    then base + detail * (x - base). hwc, out: optional (H, W, 3) scratch and (1, 3, H, W)
+    result buffers."""
+    p = stage.params
+    _, _, h, w = x.shape
+    if guide.shape != (h, w):
+        import cv2
+        guide = cv2.resize(guide, (w, h), interpolation=cv2.INTER_LINEAR)
+    y = np.empty((h, w, 3), np.float32) if hwc is None else hwc
+    np.copyto(y, x[0].transpose(1, 2, 0))
+    base = ops.guided_filter(guide, y, p["radius"], p["eps"])  # allocates its result
+    if p["detail"] != 1.0:
+        y -= base
+        y *= np.float32(p["detail"])
+        y += base
+    else:
+        y = base
+    if out is None:
+        out = np.empty((1, 3, h, w), np.float32)
+    np.copyto(out[0], y.transpose(2, 0, 1))
+    return out
