@@ -225,19 +225,8 @@ class StageChain:
 # --- ops beside their peers -------------------------------------------------------------------
 
 def _ort_session(nodes, inits, threads):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-    graph = helper.make_graph(nodes, "op", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                          None)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from .backends.ort import single_op_session
+    return single_op_session(nodes, inits, threads).session
 
 
 def op_cases(quick: bool, threads: int):

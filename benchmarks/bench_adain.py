@@ -27,25 +27,11 @@ def _data(shape):
 
 def _ort_instance_norm(shape, sm, ss, threads):
     """onnxruntime session of InstanceNormalization(scale = style_std, B = style_mean)."""
-    onnx = pytest.importorskip("onnx")
-    ort = pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
+    from a2r_edge.backends.ort import single_op_session
     node = helper.make_node("InstanceNormalization", ["x", "scale", "B"], ["y"], epsilon=EPS)
-    graph = helper.make_graph(
-        [node], "adain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
-        initializer=[numpy_helper.from_array(ss, "scale"), numpy_helper.from_array(sm, "B")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8  # readable by older onnxruntime releases too
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    return single_op_session([node], {"scale": ss, "B": sm}, threads).session
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=_case)

@@ -11,8 +11,9 @@ import pytest
 from a2r_edge import _kernels, ops
 from conftest import compare, median_time
 
-ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
+
+from a2r_edge.backends.ort import single_op_session  # noqa: E402
 
 # (C = O, H = W, kernel, groups): 3x3 pad 1 at C 32/64/128 x 64^2/128^2/256^2 (128 ch at 256^2
 # left out: over a second per ORT call on this 2-core box), a 1x1 and a depthwise 3x3.
@@ -32,18 +33,7 @@ def fma_peak(threads: int) -> float:
 
 def ort_session(w, b, pad, groups, threads):
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[pad] * 4, group=groups)
-    graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    return single_op_session([node], {"w": w, "b": b}, threads).session
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[0]}_{c[1]}px_k{c[2]}_g{c[3]}")

@@ -36,6 +36,19 @@ def _onnxruntime():
     return onnxruntime
 
 
+def single_op_session(nodes, inits: Mapping[str, "object"], threads: int, opset: int = 17):
+    """A CPU session of a one-input ("x") one-output ("y") graph built from ``nodes`` and
+    initializers ``inits`` (name -> array): the onnxruntime peer of an op in benchmarks."""
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        nodes, "op", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8  # readable by older onnxruntime releases too
+    return OrtSession(model.SerializeToString(), threads=threads)
+
+
 def available_providers() -> list[str]:
     """Providers this onnxruntime build offers (being offered is not being usable)."""
     return list(_onnxruntime().get_available_providers())
