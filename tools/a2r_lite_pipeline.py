@@ -7,8 +7,9 @@ the engine implements, so that the engine can be checked for parity against it.
     out_bgr = pkg.convert(bgr_u8, stats=pkg.stats_of(reference_bgr_u8))   # a user's reference photo
 
 Semantics (manifest "a2r_edge.model/1"):
-  x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input reflect-padded ("cba|abc",
-       numpy 'symmetric') at the bottom/right to multiples of `stride`
+  x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input reflect-padded ("dcb|abcd",
+       numpy 'reflect' = OpenCV BORDER_REFLECT_101; 'edge' for a 1-pixel side) at the
+       bottom/right to multiples of `stride`
   F  = encoder(x)
   F' = (F - mu_F) / sqrt(var_F + eps) * stats.std + stats.mean     per channel, mu/var over H, W
   d  = decoder(F');  y = x + d                                        (add_input)
@@ -45,12 +46,13 @@ def to_unit(rgb_u8):
 
 
 def pad_to(x, stride):
-    """(N, C, H, W) reflect-padded ('cba|abc') at the bottom/right to multiples of stride."""
+    """(N, C, H, W) reflect-padded ('dcb|abcd') at the bottom/right to multiples of stride."""
     h, w = x.shape[-2:]
     ph, pw = (-h) % stride, (-w) % stride
     if ph == 0 and pw == 0:
         return x
-    return np.pad(x, ((0, 0), (0, 0), (0, ph), (0, pw)), mode="symmetric")
+    return np.pad(x, ((0, 0), (0, 0), (0, ph), (0, pw)),
+                  mode="reflect" if min(h, w) > 1 else "edge")
 
 
 def sha256(path):
@@ -207,3 +209,33 @@ class Package:
     def convert(self, bgr_u8, stats=None, enhance=None):
         h, w = bgr_u8.shape[:2]
         return self.postprocess(self.forward(self.preprocess(bgr_u8), stats, enhance), h, w)
+
+
+def main():
+    """python tools/a2r_lite_pipeline.py IN.png OUT.png [--model DIR] [--style PHOTO.png]
+    [--compare ENGINE_OUT.png]: convert with this reference; --compare prints the largest
+    absolute difference (u8) to another implementation's output of the same input."""
+    import argparse
+    import cv2
+    ap = argparse.ArgumentParser(description="reference a2r_edge model-package runner")
+    ap.add_argument("src")
+    ap.add_argument("dst")
+    ap.add_argument("--model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "..", "a2r_edge", "models", "a2r_lite"))
+    ap.add_argument("--style", default=None, help="reference photo for the AdaIN statistics")
+    ap.add_argument("--compare", default=None)
+    args = ap.parse_args()
+    pkg = Package(args.model)
+    img = cv2.imread(args.src, cv2.IMREAD_COLOR)
+    stats = pkg.stats_of(cv2.imread(args.style, cv2.IMREAD_COLOR)) if args.style else None
+    out = pkg.convert(img, stats=stats)
+    cv2.imwrite(args.dst, out)
+    if args.compare:
+        other = cv2.imread(args.compare, cv2.IMREAD_COLOR)
+        diff = np.abs(out.astype(np.int16) - other.astype(np.int16))
+        print(f"max |diff| {diff.max()}, pixels differing {np.count_nonzero(diff.max(2))}"
+              f" of {diff.shape[0] * diff.shape[1]}")
+
+
+if __name__ == "__main__":
+    main()
