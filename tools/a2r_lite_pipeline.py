@@ -6,6 +6,8 @@ the engine implements, so that the engine can be checked for parity against it.
     out_bgr = pkg.convert(bgr_u8)                    # bundled statistics
     out_bgr = pkg.convert(bgr_u8, stats=pkg.stats_of(reference_bgr_u8))   # a user's reference photo
 
+    python tools/a2r_lite_pipeline.py in.png out.png [--style ref.png] [--compare engine_out.png]
+
 Semantics (manifest "a2r_edge.model/1"):
   x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input reflect-padded ("dcb|abcd",
        numpy 'reflect' = OpenCV BORDER_REFLECT_101; 'edge' for a 1-pixel side) at the

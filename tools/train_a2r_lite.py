@@ -242,6 +242,9 @@ def main():
     g.add_argument("--minutes", type=float, default=None, help="training time budget")
     g.add_argument("--steps", type=int, default=None, help="exact step count (replay)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--resume", default=None,
+                    help="package folder whose encoder/decoder.onnx weights start this run")
+    ap.add_argument("--lr", type=float, default=LR, help="peak learning rate of the cosine")
     args = ap.parse_args()
     if args.minutes is None and args.steps is None:
         args.minutes = 15.0
@@ -263,7 +266,19 @@ def main():
     rf = receptive_field()
     print(f"params {params}, {gflops:.3f} GFLOP per 512x512 frame, receptive field {rf} px",
           flush=True)
-    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=LR)
+    prev_runs = []
+    if args.resume:   # ONNX initializer names are the state_dict names (see export())
+        import onnx
+        from onnx import numpy_helper
+        for mod, name in ((enc, "encoder.onnx"), (dec, "decoder.onnx")):
+            g = onnx.load(os.path.join(args.resume, name)).graph
+            sd = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in g.initializer}
+            mod.load_state_dict(sd, strict=True)
+        with open(os.path.join(args.resume, "manifest.json")) as fh:
+            t = json.load(fh)["training"]
+        prev_runs = t.get("runs", [{"steps": t["steps"], "minutes": t["minutes"], "lr": LR}])
+        print(f"resumed from {args.resume} after {sum(r['steps'] for r in prev_runs)} steps")
+    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=args.lr)
 
     # --steps: cosine over the step count (deterministic replay). --minutes: cosine over the
     # elapsed fraction of the budget (CPU shared with other jobs: the step time drifts), stop at
@@ -278,7 +293,7 @@ def main():
             break
         frac = step / total if total is not None else elapsed / budget
         for gr in opt.param_groups:
-            gr["lr"] = LR_MIN + 0.5 * (LR - LR_MIN) * (1 + math.cos(math.pi * frac))
+            gr["lr"] = LR_MIN + 0.5 * (args.lr - LR_MIN) * (1 + math.cos(math.pi * frac))
         x, y = sample_batch(pairs, rng, weights)
         enc.train()
         dec.train()
@@ -314,8 +329,11 @@ def main():
              "std": [float(v) for v in np.mean(stds, 0)]}
     with open(os.path.join(args.out, "photo_stats.json"), "w") as fh:
         json.dump(stats, fh, indent=1)
-    training = {"script": "tools/train_a2r_lite.py", "seed": SEED, "steps": total,
-                "minutes": round(train_s / 60, 1), "batch": BATCH, "crop": CROP,
+    runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr}]
+    training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
+                "steps": sum(r["steps"] for r in runs),
+                "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
+                "batch": BATCH, "crop": CROP,
                 "loss": f"L1 + {GRAD_W} x gradient L1", "data": DATA_NOTE,
                 "held_out": HELD_OUT, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
