@@ -1,0 +1,345 @@
+"""Train, export and package a2r_lite, the bundled default model (DESIGN.md §1, §9).
+
+    python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --minutes 18
+    python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps 4000   # replay a run
+
+Pairs: toonify(photo) -> photo (tools/toonify.py), from the public-domain / CC0 photos bundled in
+the scikit-image wheel (nothing is downloaded), minus HELD_OUT, which are never trained on.
+Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inference semantics):
+  encode  x (1, 3, H, W) in [-1, 1], H, W multiples of 4 -> F (1, 32, H/4, W/4)
+  stylize AdaIN(F, target mean/std); training: the statistics of encoder(target photo crop),
+          so the decoder learns to decode photo-statistics features; bundled: their average
+          over the training photos (photo_stats.json)
+  decode  F' -> d (1, 3, H, W); the engine adds the input: y = x + d
+  enhance guided filter (not trained; radius/eps/detail tuned by tools/evaluate_a2r_lite.py)
+CPU only, fixed seeds; with --minutes the learning-rate schedule follows the elapsed time and the step count
+reached is recorded in the manifest; `--steps N` runs a step-based schedule, deterministic.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import cv2
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as Fn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toonify import toonify  # noqa: E402
+import a2r_lite_pipeline as pipe  # noqa: E402
+
+SEED = 20240611
+# Held out: never trained on; the evaluation and the docs pictures use them.
+HELD_OUT = ["astronaut", "chelsea", "coffee"]
+# skimage.data photos in the wheel with an explicit public-domain / CC0 statement in their
+# docstrings (skimage/data/_fetchers.py). Left out: stereo_motorcycle (Middlebury, no licence
+# stated), lfw_subset (faces, no licence stated), synthetic pictures (logo, colorwheel, text).
+TRAIN_PHOTOS = {
+    "rocket": "public domain (SpaceX)",
+    "hubble_deep_field": "public domain (NASA)",
+    "immunohistochemistry": "no known copyright restrictions",
+    "retina": "CC0 1.0",
+    "camera": "CC0 (Lav Varshney), gray",
+    "brick": "CC0 (CC0Textures), gray",
+    "grass": "CC0 (CC0Textures), gray",
+    "gravel": "CC0 (CC0Textures), gray",
+    "clock": "public domain (Stefan van der Walt), gray",
+    "coins": "no known copyright restrictions, gray",
+    "cell": "CC0, gray",
+}
+DATA_NOTE = ("scikit-image 0.26 wheel sample photos (skimage.data), public domain / CC0: "
+             + "; ".join(f"{k}: {v}" for k, v in TRAIN_PHOTOS.items())
+             + ". Colour variants: channel permutations; gray photos tinted by fixed random gains.")
+
+CROP = 112          # px, multiple of the stride 4; ~100 px crops as in the measured experiment
+BATCH = 8
+LR = 2e-3           # Adam; cosine decay to LR_MIN over the run
+LR_MIN = 5e-5
+GRAD_W = 1.0        # weight of the gradient (edge) L1 term next to the pixel L1
+LEAK = 0.2          # LeakyRelu slope
+ADAIN_EPS = 1e-5
+C1, C2, C3 = 16, 24, 32   # encoder widths at 1, 1/2, 1/4 resolution
+D2, D1 = 24, 12           # decoder widths at 1/2 and full resolution
+N_ENC_BLOCKS = 2
+N_DEC_BLOCKS = 2
+
+
+def conv(cin, cout, stride=1):
+    return nn.Conv2d(cin, cout, 3, stride, 1)
+
+
+class ResBlock(nn.Module):
+    """x + IN(conv(LReLU(IN(conv(x))))): two 3x3 convs, instance norm (affine)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.n1 = conv(c, c), nn.InstanceNorm2d(c, affine=True)
+        self.c2, self.n2 = conv(c, c), nn.InstanceNorm2d(c, affine=True)
+
+    def forward(self, x):
+        h = Fn.leaky_relu(self.n1(self.c1(x)), LEAK)
+        return x + self.n2(self.c2(h))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c0, self.c1, self.c2 = conv(3, C1), conv(C1, C2, 2), conv(C2, C3, 2)
+        self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(N_ENC_BLOCKS)])
+
+    def forward(self, x):
+        h = Fn.leaky_relu(self.c0(x), LEAK)
+        h = Fn.leaky_relu(self.c1(h), LEAK)
+        h = Fn.leaky_relu(self.c2(h), LEAK)
+        return self.blocks(h)
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(N_DEC_BLOCKS)])
+        self.u1 = conv(C3, D2 * 4)     # -> PixelShuffle(2) = DepthToSpace CRD -> D2 @ 1/2
+        self.u2 = conv(D2, D1 * 4)     # -> D1 @ full resolution
+        self.out = conv(D1, 3)
+        nn.init.zeros_(self.out.weight)   # start as the identity y = x
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, f):
+        h = self.blocks(f)
+        h = Fn.leaky_relu(Fn.pixel_shuffle(self.u1(h), 2), LEAK)
+        h = Fn.leaky_relu(Fn.pixel_shuffle(self.u2(h), 2), LEAK)
+        return self.out(h)
+
+
+# Receptive field of one output pixel through the conv path (the longest: every residual
+# block's two convs), ignoring the global instance-norm statistics: (kernel, stride, upscale).
+LAYERS = ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
+          + [(3, 1, 1)] * (2 * N_DEC_BLOCKS) + [(3, 1, 2), (3, 1, 2), (3, 1, 1)])
+
+
+def receptive_field(layers=LAYERS):
+    """Input-pixel extent: rf += (k-1)*jump, jump *= stride, jump /= upscale after the layer."""
+    rf, jump = 1.0, 1.0
+    for k, s, up in layers:
+        rf += (k - 1) * jump
+        jump = jump * s / up
+    return int(math.ceil(rf))
+
+
+def count_gflops(enc, dec, size=512):
+    """Multiply-adds x 2 of every Conv at size x size (norms and activations not counted)."""
+    flops = []
+
+    def hook(m, inp, out):
+        k = m.kernel_size[0] * m.kernel_size[1] * m.in_channels // m.groups
+        flops.append(2 * k * out.numel())
+    hs = [m.register_forward_hook(hook) for m in list(enc.modules()) + list(dec.modules())
+          if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        dec(enc(torch.zeros(1, 3, size, size)))
+    for h in hs:
+        h.remove()
+    return sum(flops) / 1e9
+
+
+def adain(f, mean, std, eps=ADAIN_EPS):
+    mu = f.mean((2, 3), keepdim=True)
+    var = f.var((2, 3), keepdim=True, unbiased=False)
+    return (f - mu) / torch.sqrt(var + eps) * std + mean
+
+
+def channel_stats(f, eps=ADAIN_EPS):
+    return f.mean((2, 3), keepdim=True), torch.sqrt(f.var((2, 3), keepdim=True, unbiased=False) + eps)
+
+
+def load_photo(name):
+    """RGB uint8 (H, W, 3) from the wheel (skimage.data never downloads these)."""
+    import skimage.data as sd
+    img = getattr(sd, name)()
+    if img.ndim == 2:
+        img = np.repeat(img[..., None], 3, 2)
+    return np.ascontiguousarray(img[..., :3])
+
+
+def to_bgr(rgb):
+    return np.ascontiguousarray(rgb[..., ::-1])
+
+
+def build_pairs(rng):
+    """List of (toon, photo) float32 CHW in [-1, 1]: each training photo at scales 1 and 1/2
+    (and 1/4 above 900 px), plus colour variants (photo recoloured BEFORE toonify)."""
+    pairs = []
+    for name in TRAIN_PHOTOS:
+        base = load_photo(name)
+        gray = bool(np.all(base[..., 0] == base[..., 1]))
+        variants = [base]
+        if gray:   # tints: per-channel gains, so gray photos also teach colour
+            for _ in range(2):
+                g = rng.uniform(0.55, 1.0, 3)
+                variants.append(np.clip(base * g, 0, 255).astype(np.uint8))
+        else:
+            variants += [base[..., [1, 2, 0]].copy(), base[..., [2, 0, 1]].copy()]
+        for v in variants:
+            h, w = v.shape[:2]
+            for s in (1.0, 0.5, 0.25):
+                if s < 0.5 and max(h, w) < 900:
+                    continue
+                im = v if s == 1.0 else cv2.resize(v, (int(w * s), int(h * s)),
+                                                   interpolation=cv2.INTER_AREA)
+                if min(im.shape[:2]) < CROP:
+                    continue
+                toon = toonify(to_bgr(im))[..., ::-1]
+                pairs.append((pipe.to_unit(toon), pipe.to_unit(im)))
+    return pairs
+
+
+def sample_batch(pairs, rng, weights):
+    xs, ys = [], []
+    for _ in range(BATCH):
+        t, p = pairs[rng.choice(len(pairs), p=weights)]
+        _, h, w = t.shape
+        i, j = rng.randint(0, h - CROP + 1), rng.randint(0, w - CROP + 1)
+        a, b = t[:, i:i + CROP, j:j + CROP], p[:, i:i + CROP, j:j + CROP]
+        if rng.rand() < 0.5:
+            a, b = a[:, :, ::-1], b[:, :, ::-1]
+        if rng.rand() < 0.5:
+            a, b = a[:, ::-1], b[:, ::-1]
+        xs.append(a.copy())
+        ys.append(b.copy())
+    return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
+
+
+def grad_l1(a, b):
+    dx = lambda t: t[..., :, 1:] - t[..., :, :-1]  # noqa: E731
+    dy = lambda t: t[..., 1:, :] - t[..., :-1, :]  # noqa: E731
+    return (dx(a) - dx(b)).abs().mean() + (dy(a) - dy(b)).abs().mean()
+
+
+def export(enc, dec, out_dir):
+    enc.eval()
+    dec.eval()
+    x = torch.zeros(1, 3, 64, 64)
+    f = enc(x)
+    kw = dict(opset_version=17, dynamo=False, do_constant_folding=True)
+    torch.onnx.export(enc, (x,), os.path.join(out_dir, "encoder.onnx"), input_names=["x"],
+                      output_names=["f"], dynamic_axes={"x": {2: "h", 3: "w"},
+                                                        "f": {2: "h4", 3: "w4"}}, **kw)
+    torch.onnx.export(dec, (f,), os.path.join(out_dir, "decoder.onnx"), input_names=["f"],
+                      output_names=["d"], dynamic_axes={"f": {2: "h4", 3: "w4"},
+                                                        "d": {2: "h", 3: "w"}}, **kw)
+    for name in ("encoder.onnx", "decoder.onnx"):
+        pipe.check_ops(os.path.join(out_dir, name))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="a2r_edge/models/a2r_lite")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--minutes", type=float, default=None, help="training time budget")
+    g.add_argument("--steps", type=int, default=None, help="exact step count (replay)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--resume", default=None,
+                    help="package folder whose encoder/decoder.onnx weights start this run")
+    ap.add_argument("--lr", type=float, default=LR, help="peak learning rate of the cosine")
+    args = ap.parse_args()
+    if args.minutes is None and args.steps is None:
+        args.minutes = 15.0
+
+    torch.manual_seed(SEED)
+    rng = np.random.RandomState(SEED)
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+
+    t0 = time.time()
+    pairs = build_pairs(rng)
+    areas = np.array([t.shape[1] * t.shape[2] for t, _ in pairs], np.float64)
+    weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
+    print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
+
+    enc, dec = Encoder(), Decoder()
+    params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters()))
+    gflops = count_gflops(enc, dec)
+    rf = receptive_field()
+    print(f"params {params}, {gflops:.3f} GFLOP per 512x512 frame, receptive field {rf} px",
+          flush=True)
+    prev_runs = []
+    if args.resume:   # ONNX initializer names are the state_dict names (see export())
+        import onnx
+        from onnx import numpy_helper
+        for mod, name in ((enc, "encoder.onnx"), (dec, "decoder.onnx")):
+            g = onnx.load(os.path.join(args.resume, name)).graph
+            sd = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in g.initializer}
+            mod.load_state_dict(sd, strict=True)
+        with open(os.path.join(args.resume, "manifest.json")) as fh:
+            t = json.load(fh)["training"]
+        prev_runs = t.get("runs", [{"steps": t["steps"], "minutes": t["minutes"], "lr": LR}])
+        print(f"resumed from {args.resume} after {sum(r['steps'] for r in prev_runs)} steps")
+    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=args.lr)
+
+    # --steps: cosine over the step count (deterministic replay). --minutes: cosine over the
+    # elapsed fraction of the budget (CPU shared with other jobs: the step time drifts), stop at
+    # the budget; the step count reached is recorded, and `--steps N` replays a schedule of N.
+    total = args.steps
+    budget = None if args.minutes is None else args.minutes * 60
+    t_train = time.time()
+    step, log_l = 0, []
+    while True:
+        elapsed = time.time() - t_train
+        if (total is not None and step >= total) or (budget is not None and elapsed >= budget):
+            break
+        frac = step / total if total is not None else elapsed / budget
+        for gr in opt.param_groups:
+            gr["lr"] = LR_MIN + 0.5 * (args.lr - LR_MIN) * (1 + math.cos(math.pi * frac))
+        x, y = sample_batch(pairs, rng, weights)
+        enc.train()
+        dec.train()
+        f = enc(x)
+        with torch.no_grad():     # target statistics: encoder(photo), no gradient through them
+            m, s = channel_stats(enc(y))
+        if rng.rand() < 0.3:      # batch-average statistics, as the bundled average at inference
+            m, s = m.mean(0, keepdim=True), s.mean(0, keepdim=True)
+        out = x + dec(adain(f, m, s))
+        loss = (out - y).abs().mean() + GRAD_W * grad_l1(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log_l.append(loss.item())
+        step += 1
+        if step % 200 == 0:
+            print(f"step {step} lr {opt.param_groups[0]['lr']:.2e} loss {np.mean(log_l[-200:]):.4f} "
+                  f"{time.time() - t_train:.0f} s", flush=True)
+    train_s = time.time() - t_train
+    total = step
+
+    export(enc, dec, args.out)
+    # Bundled statistics: average over the training photos (scale 1, original colours) of
+    # encoder(photo) per-channel mean and sqrt(var + eps).
+    means, stds = [], []
+    with torch.no_grad():
+        for name in TRAIN_PHOTOS:
+            p = pipe.pad_to(pipe.to_unit(load_photo(name))[None], 4)
+            mm, ss = channel_stats(enc(torch.from_numpy(p)))
+            means.append(mm.flatten().numpy())
+            stds.append(ss.flatten().numpy())
+    stats = {"mean": [float(v) for v in np.mean(means, 0)],
+             "std": [float(v) for v in np.mean(stds, 0)]}
+    with open(os.path.join(args.out, "photo_stats.json"), "w") as fh:
+        json.dump(stats, fh, indent=1)
+    runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr}]
+    training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
+                "steps": sum(r["steps"] for r in runs),
+                "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
+                "batch": BATCH, "crop": CROP,
+                "loss": f"L1 + {GRAD_W} x gradient L1", "data": DATA_NOTE,
+                "held_out": HELD_OUT, "gflops_512": round(gflops, 3), "params": params,
+                "torch": torch.__version__}
+    pipe.write_manifest(args.out, receptive_field=rf, training=training)
+    print(f"trained {total} steps in {train_s / 60:.1f} min; package written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
