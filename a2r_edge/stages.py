@@ -51,6 +51,8 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, out=None) -
     then base + detail * (x - base). hwc, out: optional (H, W, 3) scratch and (1, 3, H, W)
     result buffers."""
     p = stage.params
+    if p["detail"] == 1.0:  # base + 1 * (x - base) = x: nothing to compute
+        return x
     _, _, h, w = x.shape
     if guide.shape != (h, w):
         import cv2
@@ -58,12 +60,9 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, out=None) -
     y = np.empty((h, w, 3), np.float32) if hwc is None else hwc
     np.copyto(y, x[0].transpose(1, 2, 0))
     base = ops.guided_filter(guide, y, p["radius"], p["eps"])  # allocates its result
-    if p["detail"] != 1.0:
-        y -= base
-        y *= np.float32(p["detail"])
-        y += base
-    else:
-        y = base
+    y -= base
+    y *= np.float32(p["detail"])
+    y += base
     if out is None:
         out = np.empty((1, 3, h, w), np.float32)
     np.copyto(out[0], y.transpose(2, 0, 1))

@@ -200,3 +200,11 @@ def test_corrupt_onnx_file_is_a_clear_error(tmp_path):
     path.write_bytes(b"\x08\x07garbage")
     with pytest.raises(ValueError, match="bad.onnx"):
         Engine(str(path))
+
+
+@pytest.mark.parametrize("detail", [1.0, 0.75])
+def test_enhance_detail(tmp_path, detail):
+    folder = make_package(tmp_path / "p", enhance={"radius": 3, "eps": 1e-2, "detail": detail})
+    img = picture((30, 26, 3), seed=8)
+    diff = np.abs(Engine(str(folder)).convert(img).astype(int) - expected(folder, img))
+    assert diff.max() <= 1
