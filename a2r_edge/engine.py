@@ -34,7 +34,6 @@ from .model import package as pkg
 from .pipeline import Pipeline
 from .scheduler import make_plan
 
-# ITU-R BT.601 luma weights, the ones OpenCV's BGR2GRAY uses.
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
 _DEPTH = 2
