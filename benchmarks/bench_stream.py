@@ -58,38 +58,8 @@ def worker_ours(model):
 
 
 def worker_loop(model):
-    import cv2
-    import onnxruntime as ort
-    m = json.loads((Path(model) / "manifest.json").read_text())
-    mean = np.array(m["normalization"]["mean"], np.float32).reshape(3, 1, 1)
-    std = np.array(m["normalization"]["std"], np.float32).reshape(3, 1, 1)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = 2, 1
-    sessions = {s["name"]: ort.InferenceSession(str(Path(model) / s["file"]), so)
-                for s in m["stages"] if s["kind"] == "onnx"}
-
-    def convert(frame):
-        x = ((frame[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 255 - mean) / std)[None]
-        y = x
-        for s in m["stages"]:
-            if s["kind"] == "onnx":
-                sess = sessions[s["name"]]
-                y = sess.run(None, {sess.get_inputs()[0].name: y})[0]
-                if s.get("add_input"):
-                    y = y + x
-            elif s["kind"] == "adain":
-                st = json.loads((Path(model) / s["stats"]).read_text())
-                mu = y.mean(axis=(2, 3), keepdims=True)
-                sd = np.sqrt(y.var(axis=(2, 3), keepdims=True) + s.get("eps", 1e-5))
-                y = ((y - mu) / sd * np.array(st["std"], np.float32).reshape(1, -1, 1, 1)
-                     + np.array(st["mean"], np.float32).reshape(1, -1, 1, 1)).astype(np.float32)
-            else:
-                luma = (0.299 * x[0, 0] + 0.587 * x[0, 1] + 0.114 * x[0, 2]).astype(np.float32)
-                src = np.ascontiguousarray(y[0].transpose(1, 2, 0))
-                base = cv2.ximgproc.guidedFilter(luma, src, s["radius"], s["eps"])
-                y = (base + s.get("detail", 1.0) * (src - base)).transpose(2, 0, 1)[None]
-        v = np.clip(np.rint((y[0] * std + mean) * 255), 0, 255).astype(np.uint8)
-        return np.ascontiguousarray(v.transpose(1, 2, 0)[:, :, ::-1])
+    from straightforward import converter
+    convert = converter(model, threads=2)
 
     for f in clip(WARMUP):
         convert(f)

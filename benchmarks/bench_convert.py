@@ -1,0 +1,33 @@
+"""End-to-end convert of one picture with the bundled model: the Engine (its plan, native kernels)
+vs the straightforward numpy + OpenCV + onnxruntime implementation of the same package
+(benchmarks/straightforward.py), same run, 1 and 2 threads, 512^2 and 1024^2.
+Targets (the issue): >= 1.5x the straightforward version; latency spread (stdev / median) of
+ours <= 5 %. Both are printed; nothing is asserted on time.
+"""
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from a2r_edge import Engine
+from conftest import compare
+from straightforward import converter
+
+MODEL = Path(__file__).resolve().parent.parent / "a2r_edge" / "models" / "a2r_lite"
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "astronaut_toon.png"
+
+
+@pytest.mark.parametrize("side", [512, 1024])
+def test_convert(benchmark, threads, side):
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (side, side), interpolation=cv2.INTER_CUBIC)
+    eng = Engine(cache_mb=0)  # built under the threads fixture: its plan uses `threads`
+    plain = converter(MODEL, threads)
+    assert np.abs(eng.convert(img).astype(int) - plain(img)).max() <= 2  # the same work
+    row = compare(benchmark, lambda: eng.convert(img), lambda: plain(img), op="convert",
+                  case=f"a2r_lite {side}^2", threads=threads,
+                  peer_name="numpy+cv2+onnxruntime", target=1.5, rounds=11)
+    stats = benchmark.stats.stats
+    spread = stats.stddev / stats.median
+    row["case"] += f" spread {spread:.1%}"
+    benchmark.extra_info["spread"] = spread
