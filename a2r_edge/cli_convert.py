@@ -41,6 +41,9 @@ def add_parser(sub) -> None:
                         "(default: the bundled a2r_lite)")
     p.add_argument("--style", metavar="REF_PHOTO",
                    help="a reference photo whose statistics steer the AdaIN stage")
+    p.add_argument("--roi", choices=("face",),
+                   help="convert only the character's face region, pasted back feathered "
+                        "(needs the optional animeface package; no face: the whole picture)")
     p.add_argument("--side-by-side", action="store_true",
                    help="write input | output next to each other")
     p.add_argument("--overwrite", action="store_true",
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"output {t} is also an input: refusing to overwrite it "
                                  f"(use --overwrite)")
 
-    engine = Engine(args.model, device=args.device)
+    engine = Engine(args.model, device=args.device, roi=args.roi)
     style = read_picture(Path(args.style)) if args.style else None
     if style is not None:
         style = style[:, :, :3] if style.ndim == 3 and style.shape[2] == 4 else style

@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from . import _settings, ops, stages
+from . import roi as roi_mod
 from .model import package as pkg
 from .pipeline import Pipeline
 from .scheduler import make_plan
@@ -165,12 +166,19 @@ class Engine:
     None (the plan's choice), "native" or "onnxruntime" for every ONNX stage. tile: convert
     pictures larger than tile x tile pixels in tiles (default: only when the network would need
     more than A2R_MEMORY_MB). cache_mb: size of the result cache (default A2R_CACHE_MB; 0: off).
+    roi: None (whole pictures), "face" (the optional animeface detector) or a function
+    BGR picture -> box (x0, y0, x1, y1) or None: only the box is converted and pasted back with
+    a feathered edge; no box, the whole picture.
     Thread-safe: the network stages of concurrent calls run one at a time.
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
-                 tile: int | None = None, cache_mb: int | None = None):
+                 tile: int | None = None, cache_mb: int | None = None, roi=None):
         self.model = pkg.resolve(model)
+        self._roi = roi_mod.resolve(roi)
+        if self._roi is not None and self.model.scale != 1:
+            raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
+                             f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = self._check_tile(tile)
         # Each ONNX stage becomes a function float32 NCHW -> float32 NCHW on its backend.
         runners, unsupported, self._executors = {}, {}, {}
@@ -217,6 +225,13 @@ class Engine:
         img = _as_picture(img)
         tile = self._check_tile(tile) or self.tile
         stats = self.style_stats(style) if style is not None else None
+        box = self._roi(self._bgr(img)) if self._roi is not None else None
+        if box is not None:
+            x0, y0, x1, y1 = box
+            return roi_mod.paste(img, self._convert(img[y0:y1, x0:x1], stats, tile), box)
+        return self._convert(img, stats, tile)
+
+    def _convert(self, img: np.ndarray, stats, tile) -> np.ndarray:
         key = self._cache_key(img, stats, tile)
         if key is not None:
             hit = self._cache.get(key)
@@ -237,7 +252,25 @@ class Engine:
     def convert_batch(self, images: Iterable[np.ndarray],
                       style: np.ndarray | None = None) -> list[np.ndarray]:
         """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
-        return list(self._stream(images, style, cache=True))
+        return list(self._with_roi(images, lambda fr: self._stream(fr, style, cache=True)))
+
+    def _with_roi(self, frames, run):
+        """run(crops) over the ROI crops of ``frames``, each result pasted back (no ROI: as is)."""
+        if self._roi is None:
+            yield from run(frames)
+            return
+        pending = collections.deque()
+
+        def crops():
+            for i, frame in enumerate(frames):
+                frame = _as_picture(frame, f"frame {i}")
+                box = self._roi(self._bgr(frame))
+                pending.append((frame, box))
+                yield frame if box is None else frame[box[1]:box[3], box[0]:box[2]]
+
+        for out in run(crops()):
+            frame, box = pending.popleft()
+            yield out if box is None else roi_mod.paste(frame, out, box)
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
                content_stats: Callable | None = None) -> Iterator[np.ndarray]:
@@ -246,7 +279,8 @@ class Engine:
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use (video.py smooths them
         over time). Per-stage latencies of the current or last stream: ``latency()``."""
-        return self._stream(frames, style, content_stats=content_stats)
+        return self._with_roi(frames,
+                              lambda fr: self._stream(fr, style, content_stats=content_stats))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features

@@ -27,6 +27,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from . import roi
+
 FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB
 # camera that re-enumerates comes back within about a second.
@@ -237,22 +239,6 @@ class BoxSmoother:
         return x0, y0, max(x0 + 1, min(x1, w)), max(y0 + 1, min(y1, h))
 
 
-def paste(frame: np.ndarray, region: np.ndarray, box, feather: int = 8) -> np.ndarray:
-    """``region`` (converted crop of ``box``) pasted into a copy of ``frame`` with a linear
-    ``feather``-pixel edge (8: wide enough to hide the seam, narrow next to a face)."""
-    import cv2
-    x0, y0, x1, y1 = box
-    region = cv2.resize(region, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) \
-        if region.shape[:2] != (y1 - y0, x1 - x0) else region
-    ramp = lambda n: np.minimum(np.minimum(np.arange(n) + 1, np.arange(n)[::-1] + 1)  # noqa: E731
-                                / feather, 1.0).astype(np.float32)
-    m = (ramp(y1 - y0)[:, None] * ramp(x1 - x0)[None, :])[..., None]
-    out = frame.copy()
-    roi = out[y0:y1, x0:x1].astype(np.float32)
-    out[y0:y1, x0:x1] = np.rint(roi + m * (region.astype(np.float32) - roi)).astype(np.uint8)
-    return out
-
-
 # --- the loop -------------------------------------------------------------------------------------
 
 def _size(text: str) -> tuple[int, int]:
@@ -298,6 +284,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
                    help="weight of the past in the EMA of AdaIN statistics and ROI boxes "
                         "(0: none; default 0.8, ~5 frames)")
+    p.add_argument("--roi", choices=("face",),
+                   help="convert only the character's face region (the animeface package; "
+                        "the whole frame until a face is found)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     return p
 
@@ -387,7 +376,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         for out in stream:
             if detector is not None:
                 frame, box = pending.popleft()
-                out = paste(frame, out, box)
+                out = roi.paste(frame, out, box)
             frames += 1
             if out_path is not None:
                 if writer is None:
@@ -426,7 +415,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return run(args)
+        return run(args, detector=roi.resolve(args.roi))
     except (ValueError, OSError) as exc:  # bad input, model, settings: one line, exit 2
         print(f"a2r_edge.video: error: {exc}", file=sys.stderr)
         return 2

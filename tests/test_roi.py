@@ -1,0 +1,73 @@
+"""Region of interest: only the detected box is converted and pasted back feathered."""
+import numpy as np
+import pytest
+
+from a2r_edge import Engine, roi
+from model_packages import make_package
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    return str(make_package(tmp_path_factory.mktemp("roi") / "tiny"))
+
+
+def picture(shape, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+BOX = (8, 4, 40, 36)  # x0, y0, x1, y1
+
+
+@pytest.mark.parametrize("channels", [None, 3, 4])
+def test_only_the_box_changes(package, channels):
+    shape = (48, 64) if channels is None else (48, 64, channels)
+    img = picture(shape)
+    seen = []
+
+    def detector(bgr):
+        seen.append(bgr.shape)
+        return BOX
+
+    out = Engine(package, roi=detector, cache_mb=0).convert(img)
+    assert out.shape == img.shape and seen == [(48, 64, 3)]
+    x0, y0, x1, y1 = BOX
+    outside = np.ones(img.shape[:2], bool)
+    outside[y0:y1, x0:x1] = False
+    np.testing.assert_array_equal(out[outside], img[outside])  # untouched outside the box
+    crop = Engine(package, cache_mb=0).convert(img[y0:y1, x0:x1])
+    feather = 8  # inside the feathered edge the crop's conversion is pasted as is
+    np.testing.assert_array_equal(out[y0 + feather:y1 - feather, x0 + feather:x1 - feather],
+                                  crop[feather:-feather, feather:-feather])
+
+
+def test_no_detection_converts_the_whole_picture(package):
+    img = picture((32, 40, 3), seed=1)
+    got = Engine(package, roi=lambda bgr: None, cache_mb=0).convert(img)
+    np.testing.assert_array_equal(got, Engine(package, cache_mb=0).convert(img))
+
+
+def test_stream_and_batch_apply_the_roi(package):
+    frames = [picture((40, 48, 3), seed=i) for i in range(3)]
+    eng = Engine(package, roi=lambda bgr: BOX, cache_mb=0)
+    singles = [eng.convert(f) for f in frames]
+    for got, want in zip(eng.convert_batch(frames), singles):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(eng.stream(iter(frames)), singles):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_face_detector_or_a_clear_error(monkeypatch):
+    try:
+        import animeface  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="animeface"):
+            roi.resolve("face")
+        return
+    detect = roi.resolve("face")
+    assert detect(np.full((64, 64, 3), 200, np.uint8)) is None  # a flat picture has no face
+
+
+def test_bad_roi_and_grow():
+    with pytest.raises(ValueError, match="roi must be"):
+        roi.resolve("hands")
+    assert roi.grow((10, 10, 20, 20), (25, 100), 0.5) == (5, 5, 25, 25)
