@@ -64,6 +64,10 @@ SETTINGS = {s.name: s for s in (
     Setting("A2R_MEMORY_MB", _positive_int, 1024,
             "Memory (MiB) one picture may use in the network before the Engine converts it in "
             "tiles; 1024 fits 4 GB edge boards beside the OS and the camera stack."),
+    Setting("A2R_MAX_PIXELS", _positive_int, 1 << 28,
+            "Largest picture (input pixels, H x W) the Engine accepts; larger ones raise "
+            "ValueError before anything is allocated. 2^28 = 16384 x 16384, the same order as "
+            "OpenCV's decoder limit CV_IO_MAX_IMAGE_PIXELS (2^30)."),
     Setting("A2R_WITH_OPENMP", _choice("auto", "0"), "auto",
             "Build with OpenMP when the compile+link+run probe passes (auto) or never (0).",
             when="build time"),

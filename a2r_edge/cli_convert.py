@@ -5,12 +5,15 @@ input file, -o names the output file (or an existing folder); otherwise -o is a 
 if needed, and each output keeps its input's name. Every output is written to a temporary file
 in the target folder and renamed into place, so an interrupted run never leaves half a picture;
 an output equal to an input is refused unless --overwrite. A bad or unreadable input is reported
-in one line and skipped; the exit code is then 2.
+in one line and skipped; the exit code is then 2, and the summary lists every failure at the
+end. --resume skips outputs that already exist and are complete (decodable, expected size).
+Picture headers declaring more than A2R_MAX_PIXELS pixels are refused before decoding.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -48,18 +51,62 @@ def add_parser(sub) -> None:
                    help="write input | output next to each other")
     p.add_argument("--overwrite", action="store_true",
                    help="allow an output path that is also an input")
+    p.add_argument("--resume", action="store_true",
+                   help="skip inputs whose output already exists and is complete (a decodable "
+                        "picture of the expected size): continues an interrupted folder run")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def declared_size(head: bytes) -> tuple[int, int] | None:
+    """(width, height) a PNG, JPEG, BMP or WebP header declares, None when not found. Read
+    before decoding so that a decompression bomb is refused before OpenCV allocates for it."""
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+        return struct.unpack(">II", head[16:24])
+    if head[:2] == b"BM" and len(head) >= 26:
+        w, h = struct.unpack("<ii", head[18:26])
+        return abs(w), abs(h)
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        kind, body = head[12:16], head[20:]
+        if kind == b"VP8X" and len(body) >= 10:
+            return (int.from_bytes(body[4:7], "little") + 1,
+                    int.from_bytes(body[7:10], "little") + 1)
+        if kind == b"VP8L" and len(body) >= 5:
+            bits = int.from_bytes(body[1:5], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if kind == b"VP8 " and len(body) >= 10:
+            w, h = struct.unpack("<HH", body[6:10])
+            return w & 0x3FFF, h & 0x3FFF
+        return None
+    if head[:2] == b"\xff\xd8":  # JPEG: walk the segments to the first SOFn
+        i = 2
+        while i + 9 <= len(head) and head[i] == 0xFF:
+            marker = head[i + 1]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                h, w = struct.unpack(">HH", head[i + 5:i + 9])
+                return w, h
+            i += 2 + struct.unpack(">H", head[i + 2:i + 4])[0]
+    return None
 
 
 def read_picture(path: Path) -> np.ndarray:
     import cv2
+
+    from . import _settings
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if data.size == 0:
         raise InputError(f"{path}: empty file")
-    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    size, limit = declared_size(data[:1 << 16].tobytes()), _settings.get("A2R_MAX_PIXELS")
+    if size is not None and size[0] * size[1] > limit:
+        raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
+                         f"A2R_MAX_PIXELS={limit} (refused before decoding)")
+    try:
+        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    except cv2.error as exc:  # e.g. OpenCV's own CV_IO_MAX_IMAGE_PIXELS check
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "decoder error"
+        raise InputError(f"{path}: OpenCV refused to decode it: {reason}") from None
     if img is None:
         raise InputError(f"{path}: not a picture OpenCV can decode (corrupt, truncated, or "
                          f"another format)")
@@ -102,6 +149,24 @@ def collect_inputs(items: list[str]) -> tuple[list[Path], list[str]]:
         else:
             errors.append(f"{p}: no such file or folder")
     return files, errors
+
+
+def output_complete(path: Path, src_shape: tuple, scale, sbs: bool) -> bool:
+    """True when ``path`` holds a decodable picture of the size converting a picture of
+    ``src_shape`` gives (any size when the model's scale is not declared)."""
+    import cv2
+    if not path.is_file():
+        return False
+    try:
+        out = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    except (OSError, ValueError, cv2.error):
+        return False
+    if out is None:
+        return False
+    if scale is None:
+        return True
+    h, w = round(src_shape[0] * scale), round(src_shape[1] * scale)
+    return out.shape[:2] == (h, 2 * w if sbs else w)
 
 
 def side_by_side(src: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -148,10 +213,14 @@ def run(args: argparse.Namespace) -> int:
             style = np.repeat(style[:, :, None], 3, axis=2)
     for line in errors:
         print(f"a2r_edge: error: {line}", file=sys.stderr)
-    done = 0
+    done, skipped = 0, []
     for i, (src_path, dst_path) in enumerate(zip(files, targets), 1):
         try:
             img = read_picture(src_path)
+            if args.resume and output_complete(dst_path, img.shape, engine.model.scale,
+                                               args.side_by_side):
+                skipped.append(dst_path)
+                continue
             out = engine.convert(img, style=style)
             if args.side_by_side:
                 out = side_by_side(img, out)
@@ -159,10 +228,15 @@ def run(args: argparse.Namespace) -> int:
             done += 1
             if not args.quiet:
                 print(f"[{i}/{len(files)}] {src_path} -> {dst_path}", file=sys.stderr)
-        except (InputError, ValueError, OSError) as exc:
-            errors.append(str(exc))
+        except (InputError, ValueError, OSError, MemoryError, RuntimeError) as exc:
+            # One bad picture (or a conversion refused for its size) never stops the others.
+            errors.append(str(exc) if str(exc).startswith(str(src_path)) else
+                          f"{src_path}: {type(exc).__name__}: {exc}")
             print(f"a2r_edge: error: [{i}/{len(files)}] {exc}", file=sys.stderr)
     print(f"converted {done} of {len(files)} picture(s)" +
+          (f"; skipped {len(skipped)} already complete" if skipped else "") +
           (f"; {len(errors)} failed" if errors else "") +
-          (f"; output: {targets[0] if single else out_arg}" if done else ""))
+          (f"; output: {targets[0] if single else out_arg}" if done or skipped else ""))
+    for line in errors:  # the failures again, together at the end
+        print(f"failed: {line}")
     return 2 if errors else 0

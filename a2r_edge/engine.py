@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import threading
 from typing import Callable, Iterable, Iterator
 
@@ -44,6 +45,34 @@ _IN_FLIGHT = 3
 # Picture sizes whose recycled buffers are kept: the current one and the previous one (a
 # stream that alternates between two sizes does not reallocate).
 _SIZES_KEPT = 2
+# Smallest tile the out-of-memory retry tries before falling back to the CPU: below 64 px the
+# tile margins (the receptive field) would be most of every tile.
+_MIN_RETRY_TILE = 64
+
+log = logging.getLogger("a2r_edge")
+
+
+class _GpuFault(Exception):
+    """A GPU stage runner failed: ``oom`` when it ran out of memory. Raised by ``_GpuRunner``
+    only, so the fallback chain never hides a CPU error."""
+
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(f"GPU stage {stage!r} failed: {exc}")
+        self.stage, self.exc, self.oom = stage, exc, isinstance(exc, MemoryError)
+
+
+class _GpuRunner:
+    """Wraps a GPU stage runner: its failures become ``_GpuFault``; ``cpu`` is the runner the
+    fallback chain switches to."""
+
+    def __init__(self, stage: str, gpu: Callable, cpu: Callable):
+        self.stage, self.gpu, self.cpu = stage, gpu, cpu
+
+    def __call__(self, x):
+        try:
+            return self.gpu(x)
+        except Exception as exc:  # noqa: BLE001  (CudaError, CudaOutOfMemory, ...)
+            raise _GpuFault(self.stage, exc) from exc
 
 
 def _as_picture(img, name: str = "img") -> np.ndarray:
@@ -57,6 +86,11 @@ def _as_picture(img, name: str = "img") -> np.ndarray:
                          f"got {img.shape}")
     if img.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {img.shape}")
+    limit = _settings.get("A2R_MAX_PIXELS")
+    if img.shape[0] * img.shape[1] > limit:  # before any copy: a strided view may be huge
+        raise ValueError(f"{name} is {img.shape[1]}x{img.shape[0]} = "
+                         f"{img.shape[0] * img.shape[1]} pixels, more than the limit "
+                         f"A2R_MAX_PIXELS={limit}")
     return img
 
 
@@ -169,11 +203,17 @@ class Engine:
     roi: None (whole pictures), "face" (the optional animeface detector) or a function
     BGR picture -> box (x0, y0, x1, y1) or None: only the box is converted and pasted back with
     a feathered edge; no box, the whole picture.
+    strict: a failing GPU stage raises instead of falling back (out of memory -> smaller tiles
+    -> the CPU, each step logged on the "a2r_edge" logger).
     Thread-safe: the network stages of concurrent calls run one at a time.
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
-                 tile: int | None = None, cache_mb: int | None = None, roi=None):
+                 tile: int | None = None, cache_mb: int | None = None, roi=None,
+                 strict: bool = False):
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        self.strict = strict
         self.model = pkg.resolve(model)
         self._roi = roi_mod.resolve(roi)
         if self._roi is not None and self.model.scale != 1:
@@ -238,13 +278,14 @@ class Engine:
             if hit is not None:
                 return hit
         with self._lock:
-            slot = self._prep(img, tile=tile, stats=stats)
+            slot = self._prep_guarded(img, tile, stats)
             try:
                 if slot.done is None:
-                    self._network(slot, stats)
+                    self._network_guarded(slot, tile, stats)
                 out = self._post(slot)
             finally:
-                self._pool.release(slot)
+                if slot.key is not None:
+                    self._pool.release(slot)
         if key is not None:
             self._cache.put(key, out)
         return out
@@ -386,12 +427,13 @@ class Engine:
                     slot = _Slot(None)
                     slot.done = hit
                     return slot
-            return self._prep(frame, tile=tile, stats=stats, cache_key=key)
+            with self._lock:
+                return self._prep_guarded(frame, tile, stats, cache_key=key)
 
         def network(slot):
             if slot.done is None:
                 with self._lock:
-                    self._network(slot, stats, content_stats)
+                    self._network_guarded(slot, tile, stats, content_stats)
             return slot
 
         def post(slot):
@@ -417,6 +459,58 @@ class Engine:
 
         self._pipe = pipe
         yield from pipe.run(gated())
+
+    # --- GPU faults: out of memory -> smaller tiles -> the CPU (DESIGN.md; ANCHORS.md §4) ----------
+
+    def _attach_gpu(self, stage: str, runner: Callable) -> None:
+        """Runs ONNX stage ``stage`` with ``runner`` (float32 NCHW -> float32 NCHW on a GPU),
+        keeping its current runner as the CPU fallback."""
+        cpu = self._runners[stage]
+        self._runners[stage] = _GpuRunner(stage, runner, getattr(cpu, "cpu", cpu))
+
+    def _prep_guarded(self, img, tile, stats, cache_key=None) -> _Slot:
+        """``_prep``; a tiled picture runs its network there, so GPU faults are handled here too."""
+        try:
+            return self._prep(img, tile=tile, stats=stats, cache_key=cache_key)
+        except _GpuFault as fault:
+            slot = _Slot(None)  # not pooled (key None)
+            slot.img, slot.cache_key = img, cache_key
+            slot.done = self._recover(fault, img, tile, stats)
+            return slot
+
+    def _network_guarded(self, slot: _Slot, tile, stats, content=None) -> None:
+        try:
+            self._network(slot, stats, content)
+        except _GpuFault as fault:
+            slot.done = self._recover(fault, slot.img, tile, stats)
+
+    def _recover(self, fault: _GpuFault, img, tile, stats) -> np.ndarray:
+        """After a GPU stage failed on ``img``: the whole converted picture, by smaller tiles
+        (out of memory only), else with every GPU stage on its CPU runner. Caller holds the lock.
+        (A stream's content_stats smoothing does not apply to a recovered frame.)"""
+        from . import tiling
+        if self.strict:
+            raise RuntimeError(f"{fault} (strict=True: no fallback)") from fault.exc
+        s = self.model.stride
+        side = tile or max(img.shape[:2])
+        while fault.oom and side // 2 >= _MIN_RETRY_TILE:
+            side = max(s, side // 2 // s * s)
+            log.warning("%s: out of memory; retrying in tiles of %d px", fault, side)
+            try:
+                return tiling.convert_tiled(self, img, side, stats)
+            except _GpuFault as again:
+                fault = again
+        for name, runner in list(self._runners.items()):
+            if isinstance(runner, _GpuRunner):
+                self._runners[name] = runner.cpu
+        log.warning("%s; falling back to the CPU for every GPU stage", fault)
+        slot = self._prep(img, tile=tile, stats=stats)
+        try:
+            if slot.done is None:
+                self._network(slot, stats)
+            return self._post(slot)
+        finally:
+            self._pool.release(slot)
 
     # --- the three steps of a picture ------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -22,6 +23,18 @@ __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel
 # Fusable activations -> their A2R_ACT_* codes (a2r_kernels.h), shared by conv2d, adain and the
 # executor.
 ACT_CODES = {None: 0, "silu": 1, "relu": 2, "leaky_relu": 3}
+
+
+# Arrays (copies and results) larger than physical memory are refused before allocating: a
+# zero-strided view can declare terabytes over a few bytes, and the copy would only die later.
+_PHYS_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_bytes(shape, dtype, name: str) -> None:
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if nbytes > _PHYS_BYTES:
+        raise MemoryError(f"{name} of shape {tuple(shape)} needs {nbytes / 2**30:.1f} GiB, more "
+                          f"than this machine's {_PHYS_BYTES / 2**30:.1f} GiB of memory")
 
 
 # --- validation helpers -------------------------------------------------------------------------
@@ -38,6 +51,7 @@ def _array(x, name: str, dtype, ndims: tuple[int, ...], shape_doc: str) -> np.nd
         raise ValueError(f"{name} must have shape {shape_doc}, got {x.shape}")
     if x.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {x.shape}")
+    _check_bytes(x.shape, dtype, name)  # the copy below may be of a huge zero-strided view
     return np.ascontiguousarray(x, dtype=dtype)  # copies only if strided or byte-swapped
 
 
@@ -45,6 +59,7 @@ def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bo
     """A fresh result array, or ``out`` after checking it; ``inplace_ok``: out may BE the input."""
     dtype = np.dtype(dtype)
     if out is None:
+        _check_bytes(shape, dtype, "the result")
         return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray or None, got {type(out).__name__}")

@@ -100,3 +100,108 @@ def test_help_documents_the_options():
     assert p.returncode == 0
     for option in ("--device", "--model", "--style", "--side-by-side", "--overwrite"):
         assert option in p.stdout
+
+
+def png_declaring(width, height):
+    """A PNG whose header declares width x height (a decompression bomb's header) and whose
+    data is a few bytes."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                                              0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+
+
+def test_bad_files_one_line_each_nothing_half_written(tmp_path, model):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    good = save(folder / "good.png", (10, 12, 3))
+    ok, jpg = cv2.imencode(".jpg", good)
+    (folder / "renamed.bmp").write_bytes(jpg.tobytes())      # right content, wrong extension
+    (folder / "text.png").write_text("not a picture\n")        # wrong content for the extension
+    (folder / "cut.jpg").write_bytes(jpg.tobytes()[:40])       # truncated inside the header
+    corrupt = bytearray(jpg.tobytes())
+    corrupt[2:200] = bytes(198)
+    (folder / "corrupt.jpg").write_bytes(bytes(corrupt))
+    (folder / "bomb.png").write_bytes(png_declaring(100000, 100000))
+    (folder / "wide.bmp").write_bytes(b"BM" + bytes(16) + (70000).to_bytes(4, "little") * 2 +
+                                      bytes(30))
+    p = cli("convert", folder, "-o", tmp_path / "out", "--model", model)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    errors = [line for line in p.stderr.splitlines() if "error" in line]
+    bad = ["text.png", "cut.jpg", "corrupt.jpg", "bomb.png", "wide.bmp"]
+    assert len(errors) == len(bad), p.stderr
+    for name in bad:
+        assert sum(name in e for e in errors) == 1
+    assert "100000x100000" in p.stderr and "A2R_MAX_PIXELS" in p.stderr
+    failed = [line for line in p.stdout.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == len(bad)  # the summary lists every failure at the end
+    assert p.stdout.splitlines()[-len(bad):] == failed
+    assert sorted(os.listdir(tmp_path / "out")) == ["good.png", "renamed.bmp"]  # no .part left
+
+
+def test_bomb_refused_before_decoding():
+    from a2r_edge.cli_convert import declared_size
+    assert declared_size(png_declaring(100000, 3)) == (100000, 3)
+    ok, buf = cv2.imencode(".jpg", np.zeros((21, 34, 3), np.uint8))
+    assert declared_size(buf.tobytes()) == (34, 21)
+    for ext in (".bmp", ".webp", ".png"):
+        ok, buf = cv2.imencode(ext, np.zeros((21, 34, 3), np.uint8))
+        assert declared_size(buf.tobytes()) == (34, 21), ext
+    assert declared_size(b"GIF89a") is None
+
+
+def test_resume_skips_complete_outputs(tmp_path, model):
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    for i in range(4):
+        save(folder / f"p{i}.png", (12 + i, 10, 3), seed=i)
+    out.mkdir()
+    assert cli("convert", folder / "p0.png", "-o", out / "p0.png", "--model", model).returncode == 0
+    before = (out / "p0.png").stat().st_mtime_ns
+    (out / "p1.png").write_bytes(b"\x89PNG\r\n\x1a\n half")       # partial: converted again
+    cv2.imwrite(str(out / "p2.png"), np.zeros((5, 5, 3), np.uint8))  # wrong size: again
+    p = cli("convert", folder, "-o", out, "--model", model, "--resume")
+    assert p.returncode == 0, p.stderr
+    assert "converted 3 of 4 picture(s); skipped 1 already complete" in p.stdout
+    assert (out / "p0.png").stat().st_mtime_ns == before
+    for i in range(4):
+        assert cv2.imread(str(out / f"p{i}.png")).shape == (12 + i, 10, 3)
+
+
+def test_sigkill_leaves_no_partial_output(tmp_path, model):
+    """Kill the CLI while it converts a folder: every file under a final name is a complete
+    picture; --resume then finishes the job."""
+    import signal
+    import time
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    n = 150
+    for i in range(n):
+        save(folder / f"p{i:03d}.png", (96, 96, 3), seed=i)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("A2R_")}
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, "-m", "a2r_edge", "convert", str(folder), "-o",
+                             str(out), "--model", model, "-q"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.is_dir() and sum(1 for f in os.listdir(out) if f.endswith(".png")) >= 3:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "finished before it could be killed: use more pictures"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    finals = sorted(f for f in os.listdir(out) if not f.startswith("."))
+    assert 3 <= len(finals) < n
+    for f in finals:
+        data = (out / f).read_bytes()
+        assert data.endswith(b"IEND\xaeB`\x82"), f  # the whole PNG, up to its last chunk
+        assert cv2.imread(str(out / f)).shape == (96, 96, 3)
+    p = cli("convert", folder, "-o", out, "--model", model, "--resume", "-q")
+    assert p.returncode == 0 and f"skipped {len(finals)} already complete" in p.stdout
+    assert len([f for f in os.listdir(out) if not f.startswith(".")]) == n

@@ -208,3 +208,34 @@ def test_enhance_detail(tmp_path, detail):
     img = picture((30, 26, 3), seed=8)
     diff = np.abs(Engine(str(folder)).convert(img).astype(int) - expected(folder, img))
     assert diff.max() <= 1
+
+
+def test_truncated_empty_and_tampered_model_files(tmp_path):
+    src = make_package(tmp_path / "src")
+    data = (src / "decoder.onnx").read_bytes()
+    for name, content in [("cut.onnx", data[:len(data) // 2]), ("zero.onnx", b"")]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=name):
+            Engine(str(tmp_path / name))
+    # a truncated file whose manifest checksum was updated to match: still a clear error
+    folder = make_package(tmp_path / "cut")
+    (folder / "decoder.onnx").write_bytes(data[:len(data) // 2])
+    _edit_manifest(folder, lambda m: m["files"].update({"decoder.onnx": sha256(folder /
+                                                                              "decoder.onnx")}))
+    with pytest.raises(ValueError, match="decoder.onnx"):
+        Engine(str(folder))
+    # the same bytes behind a wrong checksum are refused before parsing
+    folder = make_package(tmp_path / "sum")
+    (folder / "decoder.onnx").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ModelPackageError, match="decoder.onnx: sha256 mismatch"):
+        Engine(str(folder))
+    # absolute paths and symlinks out of the folder escape it too
+    folder = make_package(tmp_path / "abs")
+    _edit_manifest(folder, lambda m: m["stages"][0].update(file=str(src / "encoder.onnx")))
+    with pytest.raises(ModelPackageError, match="outside the package"):
+        load_package(folder)
+    folder = make_package(tmp_path / "link")
+    (folder / "encoder.onnx").unlink()
+    (folder / "encoder.onnx").symlink_to(src / "encoder.onnx")
+    with pytest.raises(ModelPackageError, match="outside the package"):
+        load_package(folder)

@@ -62,6 +62,7 @@ class Graph:
 def load_model(model):
     """An onnx.ModelProto from a path, bytes or a ModelProto; checked by onnx.checker."""
     import onnx
+    what = "ONNX model"  # named in every error: the file when there is one
     if isinstance(model, onnx.ModelProto):
         proto = model
     elif isinstance(model, (bytes, bytearray, memoryview)):
@@ -72,6 +73,7 @@ def load_model(model):
                                  f"{type(exc).__name__}: {exc}") from exc
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
+        what = f"ONNX model {path!r}"
         if not os.path.isfile(path):
             raise FileNotFoundError(f"ONNX model file not found: {path!r}")
         try:
@@ -85,9 +87,10 @@ def load_model(model):
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise ModelLoadError(f"ONNX model failed onnx.checker: {exc}") from exc
+        raise ModelLoadError(f"{what} failed onnx.checker (empty, truncated or corrupt?): "
+                             f"{exc}") from exc
     if not proto.graph.node:
-        raise ModelLoadError("ONNX model has no nodes (empty or truncated graph)")
+        raise ModelLoadError(f"{what} has no nodes (empty or truncated graph)")
     return proto
 
 

@@ -1,0 +1,196 @@
+"""Bad input everywhere public: every op, Conv2d, the Engine and load_model get arrays of any
+rank (0-d to 5-d, zero-size, 1-pixel), every numpy dtype (numeric, bool, object, structured),
+any strides (negative, zero, Fortran), both byte orders and NaN/inf. Each call must either raise
+ValueError/TypeError (MemoryError with a message for a real size limit) or return what the
+numpy reference returns. A crash (segfault) kills the pytest process and so fails the run;
+hypothesis' deadline catches hangs. The number of cases tried is printed at the end."""
+import collections
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import a2r_edge
+from a2r_edge import Engine, ops
+from a2r_edge.backends import reference as ref
+from model_packages import make_package
+from tolerances import ELEMENTWISE, REDUCTION
+
+CASES = collections.Counter()
+OK_ERRORS = (ValueError, TypeError)
+
+DTYPES = [np.dtype(c) for c in "?bBhHiIlLqQefdgFDG"] + [
+    np.dtype(object), np.dtype([("a", "<f4"), ("b", "u1")]), np.dtype("<M8[s]"),
+    np.dtype("U3"), np.dtype("V4")]
+
+
+@st.composite
+def arrays(draw, ndims=st.integers(0, 5), sizes=st.sampled_from([0, 1, 1, 2, 3, 4, 7])):
+    if draw(st.booleans()):  # half the cases: a shape and dtype some op accepts
+        d = st.integers(1, 9)
+        shape = draw(st.sampled_from([(1, 3, 0, 0), (3, 0, 0), (0, 0, 3), (0, 0), (1, 4, 0, 0),
+                                      (0, 0, 4), (2, 3, 0, 0)]))
+        shape = tuple(v or draw(d) for v in shape)
+        ndim = len(shape)
+        dtype = np.dtype(draw(st.sampled_from([np.float32, np.uint8])))
+    else:
+        ndim = draw(ndims)
+        shape = tuple(draw(sizes) for _ in range(ndim))
+        dtype = draw(st.sampled_from(DTYPES + [np.dtype(np.float32)] * 6 +
+                                     [np.dtype(np.uint8)] * 4))
+    if dtype.kind in "biufc":
+        a = (np.random.default_rng(draw(st.integers(0, 99))).random(shape) * 4 - 2)
+        a = a.astype(dtype) if dtype.kind != "u" else (a * 60 + 128).astype(dtype)
+        if dtype.kind in "fc" and a.size and draw(st.booleans()):
+            a.flat[draw(st.integers(0, a.size - 1))] = draw(st.sampled_from(
+                [np.nan, np.inf, -np.inf]))
+    else:
+        a = np.zeros(shape, dtype)
+    layout = draw(st.sampled_from(["c", "c", "fortran", "flip", "byteswap", "zero_stride"]))
+    if layout == "fortran":
+        a = np.asfortranarray(a)
+    elif layout == "flip" and ndim:
+        a = a[::-1]
+    elif layout == "byteswap" and dtype.kind in "iufc" and dtype.itemsize > 1:
+        a = a.astype(dtype.newbyteorder())
+    elif layout == "zero_stride" and ndim and shape[0]:
+        a = np.broadcast_to(a[:1], shape)
+    return a
+
+
+def native(a):
+    return np.ascontiguousarray(a, a.dtype.newbyteorder("="))
+
+
+def check(name, fn, expected=None, tol=ELEMENTWISE):
+    """Calls fn(); a raised ValueError/TypeError is a pass; a result must equal expected()."""
+    try:
+        got = fn()
+    except OK_ERRORS:
+        CASES[name + ": refused"] += 1
+        return
+    CASES[name + ": computed"] += 1
+    if expected is not None:
+        want = expected()
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            assert g.shape == w.shape and g.dtype == np.asarray(w).dtype or g.dtype == np.float32
+            np.testing.assert_allclose(g, w, equal_nan=True, **tol)
+
+
+FUZZ = settings(max_examples=150, deadline=2000,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def c_of(a):
+    return a.shape[1] if a.ndim == 4 else 3
+
+
+@FUZZ
+@given(arrays())
+def test_ops_never_crash_and_agree_with_the_reference(a):
+    f32 = a.dtype.kind == "f" and a.dtype.itemsize == 4
+    check("preprocess", lambda: ops.preprocess(a),
+          lambda: ref.preprocess(native(a), (0.5,) * 3, (0.5,) * 3))
+    check("postprocess", lambda: ops.postprocess(a),
+          lambda: ref.postprocess(native(a), (0.5,) * 3, (0.5,) * 3), dict(rtol=0, atol=0))
+    # a constant plane: the reference's variance would cancel; the ops must not crash
+    finite = f32 and np.isfinite(a).all()
+    check("channel_stats", lambda: ops.channel_stats(a),
+          (lambda: ref.channel_stats(native(a))) if finite else None, REDUCTION)
+    c = c_of(a)
+    check("adain", lambda: ops.adain(a, np.zeros(c), np.ones(c)), None)
+    check("silu", lambda: ops.silu(a), lambda: ref.silu(native(a)))
+    check("pixel_shuffle", lambda: ops.pixel_shuffle(a, 1), lambda: ref.pixel_shuffle(native(a), 1))
+    check("im2col", lambda: ops.im2col(a, 3, pad=1),
+          lambda: ref.im2col(native(a), (3, 3), pad=(1, 1)))
+    w = np.linspace(-1, 1, 2 * c * 9, dtype=np.float32).reshape(2, c, 3, 3)
+    check("conv2d", lambda: ops.conv2d(a, w, pad=1, activation="relu"),
+          (lambda: ref.conv2d(native(a), w, pad=(1, 1), activation_kind="relu")) if finite else None,
+          REDUCTION)
+    check("Conv2d", lambda: ops.Conv2d(a), None)  # a as the weights
+    guide = a[..., 0] if a.ndim == 3 and a.shape[2] else a
+    check("guided_filter", lambda: ops.guided_filter(guide, a, 1, 0.01),
+          (lambda: ref.guided_filter(native(guide), native(a), 1, 0.01)) if finite else None,
+          REDUCTION)
+
+
+@FUZZ
+@given(a=st.one_of(st.just(None), st.text(max_size=3), st.floats(), st.integers(),
+                   st.lists(st.integers(0, 255), max_size=3)),
+       r=st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.none(), st.text(max_size=2)),
+       eps=st.one_of(st.floats(allow_nan=True), st.integers(-1, 1), st.none()))
+def test_ops_scalar_arguments(a, r, eps):
+    x = np.ones((1, 4, 3, 3), np.float32)
+    check("ops(non-array)", lambda: ops.silu(a))
+    check("pixel_shuffle(r)", lambda: ops.pixel_shuffle(x, r))
+    check("im2col(kernel)", lambda: ops.im2col(x[0], r))
+    check("channel_stats(eps)", lambda: ops.channel_stats(x, eps))
+    check("guided_filter(radius, eps)", lambda: ops.guided_filter(x[0, 0], x[0, 0], r, eps))
+    check("conv2d(stride, groups)", lambda: ops.conv2d(x, x, stride=r, groups=r))
+    check("preprocess(mean)", lambda: ops.preprocess(np.zeros((2, 2, 3), np.uint8), mean=a))
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    return Engine(str(make_package(tmp_path_factory.mktemp("fuzz") / "tiny")), cache_mb=0)
+
+
+@FUZZ
+@given(arrays(ndims=st.integers(0, 5), sizes=st.sampled_from([0, 1, 1, 2, 3, 4, 5])))
+def test_engine_never_crashes(engine, a):
+    ok = a.dtype == np.uint8 and a.size and (a.ndim == 2 or a.ndim == 3 and a.shape[2] in (1, 3, 4))
+    want = engine.convert(native(a)) if ok else None
+    check("Engine.convert", lambda: engine.convert(a),
+          (lambda: want) if ok else None, dict(rtol=0, atol=0))
+    check("Engine.convert_batch", lambda: engine.convert_batch([a])[0],
+          (lambda: want) if ok else None, dict(rtol=0, atol=0))
+    check("Engine.stream", lambda: next(iter(engine.stream([a]))),
+          (lambda: want) if ok else None, dict(rtol=0, atol=0))
+    check("Engine.style_stats", lambda: engine.style_stats(a))
+
+
+def test_huge_declared_sizes_are_refused_before_allocating(engine):
+    tiny = np.zeros(3, np.uint8)
+    huge = np.lib.stride_tricks.as_strided(tiny, (100000, 100000, 3), (0, 0, 1))
+    for fn in (engine.convert, engine.style_stats, lambda a: engine.convert_batch([a]),
+               lambda a: next(iter(engine.stream([a])))):
+        with pytest.raises(ValueError, match="A2R_MAX_PIXELS"):
+            fn(huge)
+        CASES["Engine huge picture: refused"] += 1
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (1, 3, 100000, 100000),
+                                          (0, 0, 0, 0))
+    for name, fn in [("silu", ops.silu), ("channel_stats", ops.channel_stats),
+                     ("postprocess", ops.postprocess), ("adain", lambda x: ops.adain(
+                         x, np.zeros(3), np.ones(3)))]:
+        with pytest.raises(MemoryError, match="more than this machine's"):
+            fn(big)
+        CASES[f"{name} huge view: refused"] += 1
+    with pytest.raises(MemoryError, match="more than this machine's"):
+        ops.im2col(np.zeros((1, 1, 1), np.float32), 1, pad=100000)
+    CASES["im2col huge output: refused"] += 1
+
+
+@pytest.mark.parametrize("model", [None, 3, b"", "", "/nonexistent/model.onnx", ".", "..",
+                                   ["a"], object()])
+def test_load_model_bad_arguments(model, tmp_path, monkeypatch):
+    if model is None:  # the bundled one: fine if installed, a clear error if not
+        try:
+            a2r_edge.load_model(None)
+        except OK_ERRORS + (OSError,):
+            pass
+        CASES["load_model"] += 1
+        return
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OK_ERRORS + (OSError,)):
+        a2r_edge.load_model(model)
+    CASES["load_model: refused"] += 1
+
+
+def test_zz_report_cases():
+    """Runs last in this file: prints how many cases were tried."""
+    total = sum(CASES.values())
+    print(f"\nfuzz cases tried: {total}")
+    for k, v in sorted(CASES.items()):
+        print(f"  {k}: {v}")
+    assert total > 0
