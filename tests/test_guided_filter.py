@@ -208,6 +208,26 @@ def test_running_sums_do_not_drift(native, rng, gc):
     np.testing.assert_allclose(got[40:], ref.guided_filter(g, s, 3, 1e-2)[40:], **FILTER)
 
 
+RESUM_ROWS = 32  # GF_RESUM_ROWS in kernel.c: gray-guide running sums are re-summed at multiples
+
+
+@pytest.mark.parametrize("start", [RESUM_ROWS - 4, RESUM_ROWS - 1, RESUM_ROWS, RESUM_ROWS + 1])
+def test_gray_resum_boundary(native, rng, start):
+    """Gray guide: float running sums. Three rows of 1e6 just before, at and after a re-sum row:
+    rows whose windows never saw them match from the start, and every row after the next re-sum
+    past them matches again (a missed or misplaced re-sum leaves errors of ~0.01)."""
+    r = 3
+    g, s = _images(rng, 4 * RESUM_ROWS + 40, 29, 1, 1)
+    s[start:start + 3] += np.float32(1e6)
+    got, want = ops.guided_filter(g, s, r, 1e-2), ref.guided_filter(g, s, r, 1e-2)
+    clean_until = start - 2 * r  # stage-2 windows of these rows reach stage-1 rows < start - r
+    np.testing.assert_allclose(got[:clean_until], want[:clean_until], **FILTER)
+    # Stage 1 is clean from the first re-sum whose window is past the rows, stage 2 from the
+    # first re-sum after its window is past those: 2 re-sums later at most.
+    clean_from = (start + 3 + 2 * r) // RESUM_ROWS * RESUM_ROWS + 2 * RESUM_ROWS
+    np.testing.assert_allclose(got[clean_from:], want[clean_from:], **FILTER)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 24), st.integers(1, 24), st.sampled_from([1, 3]), st.integers(1, 4),
        st.integers(0, 30), st.floats(1e-2, 1.0), st.integers(0, 2**32 - 1),

@@ -9,8 +9,11 @@
  * reflect "cba|abc" with period 2n for any r (OpenCV borderInterpolate, BORDER_REFLECT).
  * Numerics follow cv2.ximgproc.guidedFilter: eps on the diagonal of the guide covariance; a colour
  * guide inverts (Sigma + eps I) by cofactors, and when eps < 1e-2 a |det| < 1e-6 is taken as 1.
- * Running sums are double (exact for float32 terms: no drift over long columns); the window sums
- * and the per-pixel algebra are float32, as in OpenCV.
+ * Colour guide: running sums are double (exact for float32 terms: no drift over long columns).
+ * Gray guide (gf_band_gray, when the window is narrower than two periods): float running sums,
+ * re-summed exactly every GF_RESUM_ROWS rows (bound there), in padded rows whose reflected
+ * margins make the horizontal pass copy-free; (x, x*y) quantity pairs updated in one pass.
+ * The window sums and the per-pixel algebra are float32, as in OpenCV.
  * Threads: the rows are split into bands, one per thread; each band recomputes stage 1 on its r
  * halo rows. Scratch: one malloc per band, O((k1 + k2) * w + ring rows * k2 * w).
  */
@@ -47,6 +50,7 @@ typedef struct {
      * + hfull * (2 * sum of the row) */
     int64_t hlen, hstart, hfull;
     int64_t pad_len;  /* floats of one padded row: w + hlen - 1 */
+    int fast;         /* gray guide, window narrower than two periods: gf_band_gray */
 } gf_t;
 
 typedef struct {
@@ -57,6 +61,9 @@ typedef struct {
     float *inv;                  /* colour guide: 6 * w inverse covariance entries */
     float *oq;                   /* planar output row: sc * w */
     float *ringbuf;              /* ring * k2 * w */
+    float *cf1, *cf2;            /* gray path: float running sums, k1 (k2) padded rows of pad_len */
+    float *srows;                /* gray path, sc > 1: ring planar src rows, ring * sc * w */
+    int64_t *stag;               /* image row held by each srows slot (-1: none) */
     int64_t *cnt;                /* h row multiplicities of one window */
     void *block;
 } gf_scratch;
@@ -364,6 +371,16 @@ static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
         gp = s->ga;
     }
     float *orow = g->out + y * w * sc;
+    if (gc == 1 && sc == 3) { /* interleaved in the same pass: no planar row, no extra pass */
+        const float *restrict I = gp, *restrict S = s->sum2;
+        float *restrict o = orow;
+        for (int64_t x = 0; x < w; x++) {
+            o[3 * x] = (S[x] * I[x] + S[3 * w + x]) * ia;
+            o[3 * x + 1] = (S[w + x] * I[x] + S[4 * w + x]) * ia;
+            o[3 * x + 2] = (S[2 * w + x] * I[x] + S[5 * w + x]) * ia;
+        }
+        return;
+    }
     float *planar = sc == 1 ? orow : s->oq;
     for (int64_t k = 0; k < sc; k++) {
         const float *restrict Sb = s->sum2 + (gc * sc + k) * w;
@@ -462,6 +479,138 @@ static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
     }
 }
 
+/* --- gray guide: float running sums --------------------------------------------------------- */
+/* Float running column sums, re-summed from scratch at every row that is a multiple of
+ * GF_RESUM_ROWS (absolute rows, so the result does not depend on the bands).
+ * Error bound: a fresh sum of the L = 2r+1 window rows carries at most (L - 1) u S, u = 2^-24,
+ * S = sum of |terms| in that window (as the fresh double-then-float sum did, to one rounding).
+ * Each update cs + (t_new - t_old) rounds twice: at most u (|t_new| + |t_old|) + u |cs'| <= 3 u S'
+ * with S' the largest window |sum| seen since the re-sum. After k < K updates the drift is at
+ * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); it cannot outlive
+ * K rows, so a huge value that has left the window leaves no trace after the next re-sum (tests:
+ * drift, re-sum boundary). K = 32: the re-sum adds L / K row sums per row; 16 cost 4% more time,
+ * 64 saved nothing measurable (1024^2, r = 8). */
+#define GF_RESUM_ROWS 32
+
+static void gf_lin_update_f(float *restrict cs, const float *restrict xa, const float *restrict xb,
+                            int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
+}
+
+/* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities. */
+static void gf_pair_update_f(float *restrict c1, float *restrict c2, const float *xa,
+                             const float *ya, const float *xb, const float *yb, int64_t w) {
+    for (int64_t x = 0; x < w; x++) {
+        const float a = xa[x], b = xb[x];
+        c1[x] += a - b;
+        c2[x] += a * ya[x] - b * yb[x];
+    }
+}
+
+static void gf_accum_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
+                       float wt, int64_t w) {
+    if (ya)
+        for (int64_t x = 0; x < w; x++) cs[x] += wt * (xa[x] * ya[x]);
+    else
+        for (int64_t x = 0; x < w; x++) cs[x] += wt * xa[x];
+}
+
+/* Reflected margins of a padded row (interior at offset r), then its horizontal window sums. */
+static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, gf_scratch *s) {
+    const int64_t w = g->w, r = g->r;
+    float *restrict c = row + r;
+    if (r <= w) {
+        for (int64_t j = 0; j < r; j++) {
+            row[r - 1 - j] = c[j];
+            c[w + j] = c[w - 1 - j];
+        }
+    } else {
+        for (int64_t j = 0; j < r; j++) {
+            row[r - 1 - j] = c[gf_reflect(-1 - j, w)];
+            c[w + j] = c[gf_reflect(w + j, w)];
+        }
+    }
+    gf_window_sums(row, w, g->hlen, out, s->s4, s->s16);
+}
+
+/* Planar src row j (sc > 1) from the ring of deinterleaved rows, deinterleaving it on a miss: a
+ * row enters the window as new and leaves it 2r + 1 rows later as old, read once each way (the
+ * deinterleave was ~10% of the gray-guide 3ch time). avoid: slot in use by the other row. */
+static const float *gf_src_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoid,
+                                  float *spare) {
+    const int64_t slot = j % g->ring, w = g->w;
+    if (s->stag[slot] == j) return s->srows + slot * g->sc * w;
+    float *dst = slot == avoid ? spare : s->srows + slot * g->sc * w;
+    gf_deinterleave(g->src + j * w * g->sc, g->sc, w, dst);
+    if (dst != spare) s->stag[slot] = j;
+    return dst;
+}
+
+static void gf_band_gray(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
+    const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
+    const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
+    int64_t done = lo - 1;
+    const float *ga, *sa, *gb, *sb;
+    for (int64_t i = 0; i < R; i++) s->stag[i] = -1;
+    for (int64_t y = y0; y < y1; y++) {
+        const int64_t need = A2R_MIN(hi, y + r);
+        while (done < need) {
+            const int64_t m = ++done;
+            const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
+            if (m == lo || m % GF_RESUM_ROWS == 0) {
+                gf_window_counts(m, r, h, s->cnt);
+                memset(s->cf1, 0, (size_t)(k1 * P) * sizeof(float));
+                for (int64_t j = 0; j < h; j++) {
+                    if (!s->cnt[j]) continue;
+                    gf_rows(g, j, s->ga, s->sa, &ga, &sa);
+                    for (int64_t q = 0; q < k1; q++) {
+                        const float *xa, *ya;
+                        gf_quantity(g, q, ga, sa, &xa, &ya);
+                        gf_accum_f(s->cf1 + q * P + r, xa, ya, (float)s->cnt[j], w);
+                    }
+                }
+                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
+            } else if (jn != jo) {
+                ga = g->guide + jn * w;
+                gb = g->guide + jo * w;
+                if (g->sc == 1) {
+                    sa = g->src + jn * w;
+                    sb = g->src + jo * w;
+                } else {
+                    sb = gf_src_cached(g, s, jo, -1, s->sb);
+                    sa = gf_src_cached(g, s, jn, jo % R, s->sa);
+                }
+                /* Quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
+                gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
+                for (int64_t k = 0; k < g->sc; k++)
+                    gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
+                                     sa + k * w, ga, sb + k * w, gb, w);
+                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
+            } /* else: the same rows enter and leave, sum1 is unchanged */
+            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
+        }
+        const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
+        if (y == y0 || y % GF_RESUM_ROWS == 0) {
+            gf_window_counts(y, r, h, s->cnt);
+            memset(s->cf2, 0, (size_t)(k2 * P) * sizeof(float));
+            for (int64_t j = 0; j < h; j++) {
+                if (!s->cnt[j]) continue;
+                const float *slot = s->ringbuf + (j % R) * k2 * w;
+                for (int64_t q = 0; q < k2; q++)
+                    gf_accum_f(s->cf2 + q * P + r, slot + q * w, NULL, (float)s->cnt[j], w);
+            }
+            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+        } else if (jn != jo) {
+            const float *na = s->ringbuf + (jn % R) * k2 * w, *ol = s->ringbuf + (jo % R) * k2 * w;
+            for (int64_t q = 0; q < k2; q++) {
+                gf_lin_update_f(s->cf2 + q * P + r, na + q * w, ol + q * w, w);
+                gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+            }
+        }
+        gf_output(g, s, y);
+    }
+}
+
 /* --- scratch ---------------------------------------------------------------------------------- */
 
 static size_t gf_round(size_t bytes) { return (bytes + GF_ALIGN - 1) / GF_ALIGN * GF_ALIGN; }
@@ -478,6 +627,9 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
         gf_round(6 * w * fs), gf_round((size_t)g->sc * w * fs),              /* inv, oq */
         gf_round((size_t)g->ring * k2 * w * fs),                             /* ring */
         gf_round((size_t)g->h * sizeof(int64_t)),                            /* cnt */
+        gf_round(g->fast ? k1 * plen * fs : 0), gf_round(g->fast ? k2 * plen * fs : 0), /* cf1, cf2 */
+        gf_round(g->fast && g->sc > 1 ? (size_t)(g->ring * g->sc) * w * fs : 0),   /* srows */
+        gf_round((size_t)g->ring * sizeof(int64_t)),                             /* stag */
     };
     size_t total = GF_ALIGN;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
@@ -487,7 +639,8 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
     void **dst[] = {(void **)&s->cs1, (void **)&s->cs2, (void **)&s->sum1, (void **)&s->sum2,
                     (void **)&s->pad, (void **)&s->s4, (void **)&s->s16, (void **)&s->ga,
                     (void **)&s->gb, (void **)&s->sa, (void **)&s->sb, (void **)&s->inv,
-                    (void **)&s->oq, (void **)&s->ringbuf, (void **)&s->cnt};
+                    (void **)&s->oq, (void **)&s->ringbuf, (void **)&s->cnt,
+                    (void **)&s->cf1, (void **)&s->cf2, (void **)&s->srows, (void **)&s->stag};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *dst[i] = p;
         p += sizes[i];
@@ -497,7 +650,7 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
 
 int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *src, int64_t sc,
                                   int64_t h, int64_t w, int64_t r, float eps, float *out) {
-    gf_t g = {guide, src, out, gc, sc, h, w, r, eps, 0, 0, 0, 0, 0, 0, 0};
+    gf_t g = {guide, src, out, gc, sc, h, w, r, eps, 0, 0, 0, 0, 0, 0, 0, 0};
     g.k1 = gc + gc * (gc + 1) / 2 + sc + sc * gc;
     g.k2 = sc * (gc + 1);
     g.ring = A2R_MIN(2 * r + 2, h);
@@ -511,6 +664,7 @@ int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *s
         g.hstart = ((-r) % period + period) % period;
     }
     g.pad_len = w + A2R_MAX(g.hlen, 1) - 1;
+    g.fast = gc == 1 && g.hfull == 0;
 
     /* Bands: one per thread, when the image is worth it; each band costs r extra stage-1 rows
      * per side, so a band is never thinner than that. */
@@ -530,7 +684,12 @@ int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *s
         }
     }
     #pragma omp parallel for schedule(static, 1) num_threads((int)nb) if (nb > 1)
-    for (int64_t b = 0; b < nb; b++) gf_band(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
+    for (int64_t b = 0; b < nb; b++) {
+        if (g.fast)
+            gf_band_gray(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
+        else
+            gf_band(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
+    }
     for (int64_t b = 0; b < nb; b++) free(sc_all[b].block);
     if (sc_all != &stack_one) free(sc_all);
     return A2R_OK;
