@@ -37,6 +37,7 @@ cdef extern from "a2r_kernels.h" nogil:
     int64_t a2r_conv2d_packed_size(const a2r_conv2d_shape *s) noexcept
     void a2r_conv2d_pack(const a2r_conv2d_shape *s, const float *w, float *packed) noexcept
     int64_t a2r_conv2d_workspace_size(const a2r_conv2d_shape *s) noexcept
+    int a2r_conv2d_set_algo(int algo) noexcept
     void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed,
                     const float *bias, const float *residual, int activation, float alpha,
                     float *workspace, int64_t workspace_floats, float *y) noexcept
@@ -144,6 +145,11 @@ def conv2d_workspace_size(tuple shape):
     """Floats of scratch at the active ISA level and thread count."""
     cdef a2r_conv2d_shape s = _conv_shape(shape)
     return a2r_conv2d_workspace_size(&s)
+
+
+def conv2d_set_algo(int algo):
+    """0 auto, 1 direct, 2 Winograd (3x3 stride-1 convs); returns the previous setting."""
+    return a2r_conv2d_set_algo(algo)
 
 
 def conv2d(tuple shape, const float[::1] x, const float[::1] packed, const float[::1] bias,

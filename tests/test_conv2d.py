@@ -1,11 +1,14 @@
 """ops.conv2d / ops.Conv2d: every ISA level x 1 and 2 threads against the float64 reference and
 against onnxruntime Conv, over kernels 1x1-7x7, strides, pads, dilations, groups, depthwise, odd
-sizes, batches, bias, activations, residual and out=; hypothesis-drawn shapes; bad inputs."""
+sizes, batches, bias, activations, residual and out=; hypothesis-drawn shapes; bad inputs.
+The Winograd F(2,3) path (3x3 stride 1) is forced on and off through _kernels.conv2d_set_algo."""
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from a2r_edge import ops
+from a2r_edge import _kernels, ops
 from a2r_edge.backends import cpu, reference as ref
 from tolerances import REDUCTION
 
@@ -124,6 +127,119 @@ def test_large_map(native, rng):
     """A 3x3 conv at the benchmark scale: many tiles over both threads."""
     x, wt, b = make(rng, 1, 32, 96, 80, 32, 3)
     check(x, wt, b, 1, 1, 1, 1, "silu")
+
+
+# --- Winograd F(2,3) path (3x3, stride 1, dilation 1, groups 1) ------------------------------
+
+ALGO = {"auto": 0, "direct": 1, "winograd": 2}  # A2R_CONV2D_* in a2r_kernels.h
+
+
+@contextmanager
+def conv_algo(name):
+    old = _kernels.conv2d_set_algo(ALGO[name])
+    try:
+        yield
+    finally:
+        _kernels.conv2d_set_algo(old)
+
+
+# n, c, h, w, o, pad: odd and tiny maps (partial 2x2 tiles at the right and bottom edges), row
+# segments that start mid tile row, several MR blocks and tile blocks, N > 1
+WINO_CASES = [
+    (1, 3, 1, 1, 5, 1),
+    (1, 2, 3, 3, 1, 0),       # one output pixel, one output channel
+    (2, 16, 7, 13, 17, 1),
+    (1, 8, 17, 13, 9, 0),
+    (2, 32, 13, 17, 20, 1),
+    (1, 5, 17, 1, 4, 1),
+    (1, 7, 1, 17, 6, 1),
+    (1, 64, 31, 29, 70, 1),
+    (1, 16, 9, 300, 20, 1),   # tile blocks that wrap across tile rows
+    (3, 33, 18, 18, 33, 1),
+]
+
+
+@pytest.mark.parametrize("case", WINO_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_winograd_matches_reference(native, rng, case):
+    n, c, h, w, o, p = case
+    x, wt, b = make(rng, n, c, h, w, o, 3)
+    with conv_algo("winograd"):
+        check(x, wt, b, 1, p)
+        check(x, wt, None, 1, p)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_winograd_epilogue(native, rng, act):
+    x, wt, b = make(rng, 2, 12, 13, 7, 19, 3)
+    residual = rng.standard_normal((2, 19, 13, 7)).astype(np.float32)
+    with conv_algo("winograd"):
+        check(x, wt, b, 1, 1, act=act, residual=residual, alpha=0.2)
+        check(x, wt, b, 1, 0, act=act, alpha=0.2)
+
+
+@pytest.mark.parametrize("offset", [100.0, -1000.0])
+def test_winograd_large_offset(native, rng, offset):
+    """Inputs far from 0: the transforms' differences of nearly equal values are exact
+    (Sterbenz), so Winograd is as accurate as the direct path. Outputs pass through 0 while the
+    terms are ~|offset|, so the float32 error of EITHER path is measured against the output
+    scale (max |y|), not per element: REDUCTION's rtol would demand more than float32 sums of
+    288 terms of size ~|offset| can give near y = 0 (the direct path fails it too)."""
+    x, wt, b = make(rng, 1, 32, 17, 13, 24, 3)
+    x += np.float32(offset)
+    want = ref.conv2d(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+    err = {}
+    for algo in ("winograd", "direct"):
+        with conv_algo(algo):
+            err[algo] = np.abs(ops.conv2d(x, wt, b, pad=1) - want).max()
+    scale = np.abs(want).max()
+    assert err["winograd"] <= REDUCTION["rtol"] * 0.1 * scale  # measured: about 3e-7 * scale
+    assert err["winograd"] <= 2 * err["direct"]                 # measured: about 0.4x
+
+
+def test_winograd_vs_direct(native, rng):
+    """Forced Winograd and forced direct agree at the benchmark scale; auto takes Winograd for
+    32 channels in and out and the direct path below (bit-identical to the forced path)."""
+    x, wt, b = make(rng, 1, 32, 64, 48, 32, 3)
+    conv = ops.Conv2d(wt, b, pad=1, activation="silu")  # one packing serves both paths
+    got = {}
+    for algo in ("winograd", "direct", "auto"):
+        with conv_algo(algo):
+            got[algo] = conv(x)
+    np.testing.assert_allclose(got["winograd"], got["direct"], **REDUCTION)
+    assert not np.array_equal(got["winograd"], got["direct"])  # two different sums
+    np.testing.assert_array_equal(got["auto"], got["winograd"])
+    x, wt, b = make(rng, 1, 16, 20, 20, 16, 3)
+    conv = ops.Conv2d(wt, b, pad=1)
+    with conv_algo("direct"):
+        direct = conv(x)
+    with conv_algo("winograd"):
+        wino = conv(x)
+    np.testing.assert_allclose(wino, direct, **REDUCTION)
+    np.testing.assert_array_equal(conv(x), direct)
+
+
+def test_winograd_not_for_other_shapes(rng):
+    """Forcing Winograd leaves strided, dilated, grouped and non-3x3 convs on their own path."""
+    for n, c, h, w, o, k, s, p, d, g in [CASES[1], CASES[5], CASES[16], CASES[17], CASES[8]]:
+        x, wt, b = make(rng, n, c, h, w, o, k, g)
+        with conv_algo("direct"):
+            want = ops.conv2d(x, wt, b, s, p, d, g)
+        with conv_algo("winograd"):
+            np.testing.assert_array_equal(ops.conv2d(x, wt, b, s, p, d, g), want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 40), st.integers(1, 40), st.integers(0, 2),
+       st.integers(1, 21), st.integers(1, 21), st.sampled_from(ACTS), st.booleans(),
+       st.sampled_from(cpu.available_isas()), st.sampled_from([1, 2]), st.integers(0, 2**32 - 1))
+def test_winograd_hypothesis(n, c, o, p, h, w, act, with_residual, level, threads, seed):
+    rng = np.random.default_rng(seed)
+    h, w = max(h, 3 - 2 * p), max(w, 3 - 2 * p)
+    x, wt, b = make(rng, n, c, h, w, o, 3)
+    residual = (rng.standard_normal((n, o, h + 2 * p - 2, w + 2 * p - 2)).astype(np.float32)
+                if with_residual else None)
+    with cpu.using_isa(level), cpu.using_threads(threads), conv_algo("winograd"):
+        check(x, wt, b, 1, p, act=act, residual=residual)
 
 
 onnx = pytest.importorskip("onnx")

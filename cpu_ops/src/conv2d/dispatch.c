@@ -25,3 +25,11 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
     A2R_PICK(a2r_conv2d)(s, x, packed, bias, residual, activation, alpha, workspace,
                          workspace_floats, y);
 }
+
+int a2r_conv2d_algo = A2R_CONV2D_AUTO;
+
+int a2r_conv2d_set_algo(int algo) {
+    const int old = a2r_conv2d_algo;
+    a2r_conv2d_algo = algo;
+    return old;
+}

@@ -30,6 +30,9 @@
 #include "a2r_math.h"
 #include "simd.h"
 
+/* Path choice (a2r_conv2d_set_algo in dispatch.c): A2R_CONV2D_AUTO, _DIRECT or _WINOGRAD. */
+extern int a2r_conv2d_algo;
+
 /* B tile budget: with the packed weights (<= 590 KB at C = O = 128, 3x3) it stays inside a 1-2 MB
  * L2; the tile never holds more than 8 panels (more columns add no reuse of a weight block). */
 #define B_TILE_BYTES (192 * 1024)
@@ -99,33 +102,10 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
     return g;
 }
 
-int64_t A2R_KERNEL(a2r_conv2d_packed_size)(const a2r_conv2d_shape *s) {
-    geometry g = geometry_of(s);
-    return g.depthwise ? s->o * s->kh * s->kw : s->groups * g.og_pad * g.k;
-}
 
 /* Depthwise: w as is. GEMM: per group, per block of MR output rows, K steps of MR floats
  * (rows past og are zeros, so the micro-kernel never branches on them). */
-void A2R_KERNEL(a2r_conv2d_pack)(const a2r_conv2d_shape *s, const float *restrict w,
-                                 float *restrict packed) {
-    geometry g = geometry_of(s);
-    if (g.depthwise) {
-        memcpy(packed, w, (size_t)(s->o * s->kh * s->kw) * sizeof *w);
-        return;
-    }
-    for (int64_t gi = 0; gi < s->groups; gi++)
-        for (int64_t ob = 0; ob < g.og_pad; ob += MR)
-            for (int64_t kk = 0; kk < g.k; kk++)
-                for (int64_t i = 0; i < MR; i++, packed++) {
-                    int64_t o = ob + i;
-                    *packed = o < g.og ? w[(gi * g.og + o) * g.k + kk] : 0.0f;
-                }
-}
 
-int64_t A2R_KERNEL(a2r_conv2d_workspace_size)(const a2r_conv2d_shape *s) {
-    geometry g = geometry_of(s);
-    return g.depthwise ? 1 : g.slot * a2r_num_threads();
-}
 
 /* C[i*ldc + j] = sum_k A[k*MR + i] * B[row_k + j], i < MR, j < NR, the whole tile in registers;
  * row_k = off[k] (implicit GEMM: per-tap offsets into the padded input) or k*ldb when off is
@@ -357,6 +337,56 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
     v_zero_n(st, NR);
 }
 
+#include "winograd.h"
+
+/* Winograd where it can run and was measured to pay: enough input and output channels that the
+ * 16 GEMMs outweigh the transforms. Forced-path timings, 1 thread, 64^2-256^2 maps: C = O >= 32
+ * 1.2-1.8x (AVX-512) and 1.2-2.2x (AVX2) faster than direct except one 0.94x; C = O = 16
+ * 0.56-1.16x; C = 32, O = 8 and C = 8, O = 32 0.83-1.03x; C = 3 (first layer) 0.8-0.9x. */
+#define WINO_MIN_C 32
+#define WINO_MIN_O 32
+static int use_winograd(const a2r_conv2d_shape *s) {
+    if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
+    return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD || (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O);
+}
+
+/* Direct packing first; shapes Winograd can run also get U after it (either path can then be
+ * chosen at run time from the same packing). */
+int64_t A2R_KERNEL(a2r_conv2d_packed_size)(const a2r_conv2d_shape *s) {
+    geometry g = geometry_of(s);
+    if (g.depthwise) return s->o * s->kh * s->kw;
+    return s->groups * g.og_pad * g.k + (wino_able(s) ? 16 * g.og_pad * s->c : 0);
+}
+
+/* Depthwise: w as is. GEMM: per group, per block of MR output rows, K steps of MR floats
+ * (rows past og are zeros, so the micro-kernel never branches on them). */
+void A2R_KERNEL(a2r_conv2d_pack)(const a2r_conv2d_shape *s, const float *restrict w,
+                                 float *restrict packed) {
+    geometry g = geometry_of(s);
+    if (g.depthwise) {
+        memcpy(packed, w, (size_t)(s->o * s->kh * s->kw) * sizeof *w);
+        return;
+    }
+    float *p = packed;
+    for (int64_t gi = 0; gi < s->groups; gi++)
+        for (int64_t ob = 0; ob < g.og_pad; ob += MR)
+            for (int64_t kk = 0; kk < g.k; kk++)
+                for (int64_t i = 0; i < MR; i++, p++) {
+                    int64_t o = ob + i;
+                    *p = o < g.og ? w[(gi * g.og + o) * g.k + kk] : 0.0f;
+                }
+    if (wino_able(s)) wino_pack(s, &g, w, p);
+}
+
+/* Enough for either path, so the path can be switched without a new workspace. */
+int64_t A2R_KERNEL(a2r_conv2d_workspace_size)(const a2r_conv2d_shape *s) {
+    geometry g = geometry_of(s);
+    if (g.depthwise) return 1;
+    int64_t slot = g.slot;
+    if (wino_able(s)) slot = A2R_MAX(slot, wino_geometry_of(s, &g).slot);
+    return slot * a2r_num_threads();
+}
+
 void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                             const float *restrict packed, const float *bias,
                             const float *residual, int act, float alpha, float *workspace,
@@ -364,6 +394,11 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
     const geometry g = geometry_of(s);
     if (g.depthwise) {
         depthwise(s, &g, x, packed, bias, residual, act, alpha, y);
+        return;
+    }
+    if (use_winograd(s)) {
+        wino_conv(s, &g, x, packed + g.og_pad * g.k, bias, residual, act, alpha, workspace,
+                  workspace_floats, y);
         return;
     }
     const int64_t blocks = g.og_pad / MR, tiles = (g.q + g.nt - 1) / g.nt;
