@@ -50,7 +50,7 @@ if IS_X86_64:
 
 def _probe_openmp(compiler_cmd):
     """Return the OpenMP flag if a test program compiles, links and runs with it, else None."""
-    if os.environ.get("A2R_WITH_OPENMP", "auto") == "0":
+    if os.environ.get("A2R_WITH_OPENMP", "auto").strip().lower() == "0":
         return None
     src = "#include <omp.h>\n#include <stdio.h>\nint main(void){int n=0;\n" \
           "#pragma omp parallel reduction(+:n)\nn+=1;\nprintf(\"%d\\n\", n>0);return 0;}\n"

@@ -206,11 +206,7 @@ def run(args: argparse.Namespace) -> int:
                                  f"(use --overwrite)")
 
     engine = Engine(args.model, device=args.device, roi=args.roi)
-    style = read_picture(Path(args.style)) if args.style else None
-    if style is not None:
-        style = style[:, :, :3] if style.ndim == 3 and style.shape[2] == 4 else style
-        if style.ndim == 2:
-            style = np.repeat(style[:, :, None], 3, axis=2)
+    style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
     for line in errors:
         print(f"a2r_edge: error: {line}", file=sys.stderr)
     done, skipped = 0, []
@@ -228,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             done += 1
             if not args.quiet:
                 print(f"[{i}/{len(files)}] {src_path} -> {dst_path}", file=sys.stderr)
-        except (InputError, ValueError, OSError, MemoryError, RuntimeError) as exc:
+        except (ValueError, OSError, MemoryError, RuntimeError) as exc:  # InputError included
             # One bad picture (or a conversion refused for its size) never stops the others.
             errors.append(str(exc) if str(exc).startswith(str(src_path)) else
                           f"{src_path}: {type(exc).__name__}: {exc}")

@@ -196,7 +196,8 @@ class Engine:
 
     model: None (the bundled default, a2r_lite), a model package folder, or a plain ONNX
     image-to-image file (RGB float32 NCHW in [-1, 1] in and out). device: "auto", "cpu", "gpu" or
-    "split" ("gpu"/"split" need the CUDA library; without it they raise ValueError). backend:
+    "split" ("gpu"/"split" raise ValueError with the reason: no plan runs stages on the GPU yet,
+    see scheduler.py). backend:
     None (the plan's choice), "native" or "onnxruntime" for every ONNX stage. tile: convert
     pictures larger than tile x tile pixels in tiles (default: only when the network would need
     more than A2R_MEMORY_MB). cache_mb: size of the result cache (default A2R_CACHE_MB; 0: off).
@@ -204,8 +205,10 @@ class Engine:
     BGR picture -> box (x0, y0, x1, y1) or None: only the box is converted and pasted back with
     a feathered edge; no box, the whole picture.
     strict: a failing GPU stage raises instead of falling back (out of memory -> smaller tiles
-    -> the CPU, each step logged on the "a2r_edge" logger).
-    Thread-safe: the network stages of concurrent calls run one at a time.
+    -> the CPU, each step logged on the "a2r_edge" logger). The fallback chain is in place for
+    the GPU runner to come (``_attach_gpu``); today only tests attach one.
+    Thread-safe: the network steps of concurrent calls run one at a time; preparing and
+    finishing pictures overlap.
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
@@ -235,7 +238,7 @@ class Engine:
             if stage.kind == "onnx" and self.plan.backend_of(stage.name) == "onnxruntime":
                 from .backends.ort import OrtSession
                 self._executors.pop(stage.name, None)
-                session = OrtSession(str(stage.params["file"]), threads=self.plan.threads)
+                session = OrtSession(str(stage.params["file"]), threads=self.plan.ort_threads or self.plan.threads)
                 runners[stage.name] = (
                     lambda x, s=session: s.run({s.input_names[0]: x})[0])
         self._runners = runners
@@ -277,15 +280,17 @@ class Engine:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-        with self._lock:
-            slot = self._prep_guarded(img, tile, stats)
-            try:
-                if slot.done is None:
+        # Only the network step is serialised (the executors and shared buffers are single
+        # users); preparing and finishing use the slot's own buffers.
+        slot = self._prep_guarded(img, tile, stats)
+        try:
+            if slot.done is None:
+                with self._lock:
                     self._network_guarded(slot, tile, stats)
-                out = self._post(slot)
-            finally:
-                if slot.key is not None:
-                    self._pool.release(slot)
+            out = self._post(slot)
+        finally:
+            if slot.key is not None:
+                self._pool.release(slot)
         if key is not None:
             self._cache.put(key, out)
         return out
@@ -427,8 +432,7 @@ class Engine:
                     slot = _Slot(None)
                     slot.done = hit
                     return slot
-            with self._lock:
-                return self._prep_guarded(frame, tile, stats, cache_key=key)
+            return self._prep_guarded(frame, tile, stats, cache_key=key)
 
         def network(slot):
             if slot.done is None:
@@ -460,7 +464,7 @@ class Engine:
         self._pipe = pipe
         yield from pipe.run(gated())
 
-    # --- GPU faults: out of memory -> smaller tiles -> the CPU (DESIGN.md; ANCHORS.md §4) ----------
+    # --- GPU faults: out of memory -> smaller tiles -> the CPU, never a black picture ---------------
 
     def _attach_gpu(self, stage: str, runner: Callable) -> None:
         """Runs ONNX stage ``stage`` with ``runner`` (float32 NCHW -> float32 NCHW on a GPU),
@@ -475,7 +479,8 @@ class Engine:
         except _GpuFault as fault:
             slot = _Slot(None)  # not pooled (key None)
             slot.img, slot.cache_key = img, cache_key
-            slot.done = self._recover(fault, img, tile, stats)
+            with self._lock:
+                slot.done = self._recover(fault, img, tile, stats)
             return slot
 
     def _network_guarded(self, slot: _Slot, tile, stats, content=None) -> None:

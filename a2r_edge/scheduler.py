@@ -174,9 +174,6 @@ class Plan:
     def backend_of(self, stage: str) -> str:
         return next(p.backend for p in self.placements if p.stage == stage)
 
-    def device_of(self, stage: str) -> str:
-        return next(p.device for p in self.placements if p.stage == stage)
-
     @property
     def concurrent_threads(self) -> int:
         """The most CPU threads busy at one time: pools that overlap add up, pools that take

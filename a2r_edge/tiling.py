@@ -1,4 +1,4 @@
-"""Tiled conversion without seams (DESIGN.md §8, ANCHORS.md §4: Real-ESRGAN #211 #193).
+"""Tiled conversion without seams (DESIGN.md §8; the seams users of other upscalers report).
 
 The reflect-padded picture is cut into a grid of *cores* (multiples of the model stride, so the
 encoder's down-sampling grid is the untiled one); each tile is its core grown by a *margin* of
@@ -13,7 +13,7 @@ adjacent tiles overlap by twice the receptive field. Two passes:
    core boundary. The two weights of a band sum to 1 and the band ends 3/4 of a margin (>= half
    the receptive field) from either tile's cut edge, so every blended pixel sees its whole
    receptive field: tiled and
-   untiled results agree up to float rounding (tests/test_tiling.py: <= 2/255).
+   untiled results agree up to float rounding (tests/test_stream.py: <= 2/255).
 
 Cost: the encoder stages run twice per tile (pass 1 keeps only statistics, not features, so the
 memory bound holds); memory: one tile's network plus the float32 output accumulator.

@@ -307,10 +307,6 @@ class _Pool:
             self._buffers[name] = buf
         return buf
 
-    @property
-    def bytes_held(self) -> int:
-        return sum(b.nbytes for b in self._buffers.values())
-
     def close(self) -> None:
         buffers, self._buffers = list(self._buffers.values()), {}
         for buf in buffers:
