@@ -16,7 +16,6 @@ Bad arguments or an unreadable input: one line, exit code 2; camera lost: exit c
 from __future__ import annotations
 
 import argparse
-import collections
 import itertools
 import os
 import sys
@@ -348,12 +347,17 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         fps = fps if fps and np.isfinite(fps) and fps > 0 else DEFAULT_CAMERA_FPS
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
-    engine = Engine(args.model, device=args.device)
+    smoothed = None
+    if detector is not None:  # the Engine converts the smoothed box and pastes it back
+        boxes = BoxSmoother(args.smooth)
+
+        def smoothed(frame):
+            box = boxes(detector(frame), frame.shape)
+            return None if box == (0, 0, frame.shape[1], frame.shape[0]) else box  # whole frame
+    engine = Engine(args.model, device=args.device, roi=smoothed)
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
-    boxes = BoxSmoother(args.smooth)
     if args.max_frames is not None:
         source = itertools.islice(source, args.max_frames)
-    pending = collections.deque()  # (frame, box) of frames in flight, when a detector is used
 
     def prepared():
         for frame in source:
@@ -362,11 +366,6 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                 size = (frame.shape[1], frame.shape[0])
             if args.size and (frame.shape[1], frame.shape[0]) != args.size:
                 frame = cv2.resize(frame, args.size, interpolation=cv2.INTER_AREA)
-            if detector is not None:
-                box = boxes(detector(frame), frame.shape)
-                pending.append((frame, box))
-                x0, y0, x1, y1 = box
-                frame = frame[y0:y1, x0:x1]
             yield frame
 
     writer, frames, note, code = None, 0, "", 0
@@ -374,9 +373,6 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     t0 = time.perf_counter()
     try:
         for out in stream:
-            if detector is not None:
-                frame, box = pending.popleft()
-                out = roi.paste(frame, out, box)
             frames += 1
             if out_path is not None:
                 if writer is None:
