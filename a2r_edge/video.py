@@ -311,6 +311,20 @@ def summary(frames: int, seconds: float, latency: dict, dropped: int, note: str 
     return "\n".join(lines)
 
 
+def _smoothed(detector, alpha):
+    """The detector with its boxes smoothed over frames (None: none); the whole frame -> None,
+    so a frame without a face is converted whole, not pasted with a feathered border."""
+    if detector is None:
+        return None
+    boxes = BoxSmoother(alpha)
+
+    def detect(frame):
+        box = boxes(detector(frame), frame.shape)
+        return None if box == (0, 0, frame.shape[1], frame.shape[0]) else box
+
+    return detect
+
+
 def run(args: argparse.Namespace, detector: Callable | None = None,
         open_capture: Callable | None = None) -> int:
     """The loop. detector: frame -> box (x0, y0, x1, y1) or None; only that (smoothed) region
@@ -347,14 +361,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         fps = fps if fps and np.isfinite(fps) and fps > 0 else DEFAULT_CAMERA_FPS
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
-    smoothed = None
-    if detector is not None:  # the Engine converts the smoothed box and pastes it back
-        boxes = BoxSmoother(args.smooth)
-
-        def smoothed(frame):
-            box = boxes(detector(frame), frame.shape)
-            return None if box == (0, 0, frame.shape[1], frame.shape[0]) else box  # whole frame
-    engine = Engine(args.model, device=args.device, roi=smoothed)
+    engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth))
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     if args.max_frames is not None:
         source = itertools.islice(source, args.max_frames)
