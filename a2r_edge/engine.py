@@ -378,7 +378,11 @@ class Engine:
         if stats is not None:
             h.update(np.ascontiguousarray(stats[0]).tobytes())
             h.update(np.ascontiguousarray(stats[1]).tobytes())
-        h.update(np.ascontiguousarray(img).data)
+        if img.flags.c_contiguous:
+            h.update(img.data)
+        else:  # row by row: a crop's rows are contiguous, no whole-picture copy
+            for row in img:
+                h.update(np.ascontiguousarray(row).data)
         return h.digest()
 
     def bytes_per_pixel(self) -> float:

@@ -48,30 +48,19 @@ def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
 def physical_cores(cpuinfo: str = "/proc/cpuinfo") -> int:
     """Physical cores among the CPUs this process may run on (SMT siblings counted once)."""
     allowed = _allowed_cpus()
-    cores, cpu, package = set(), None, "0"
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key, value = key.strip(), value.strip()
-                if key == "processor":
-                    cpu = int(value)
-                elif key == "physical id":
-                    package = value
-                elif key == "core id" and cpu in allowed:
-                    cores.add((package, value))
-    except (OSError, ValueError):
-        cores = set()
-    return len(cores) or len(allowed) or 1
+    return _physical_cores_of(cpuinfo, allowed) or len(allowed) or 1
+
+
+def _threads_for(cores: int, quota: float | None) -> int:
+    """Cores capped by a cgroup CPU quota (rounded up: 1.5 CPUs still use 2 threads)."""
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
 
 
 def default_threads() -> int:
-    """Physical cores, capped by the cgroup quota (rounded up: 1.5 CPUs still use 2 threads)."""
-    n = physical_cores()
-    quota = cgroup_cpu_quota()
-    if quota is not None:
-        n = min(n, max(1, math.ceil(quota)))
-    return max(1, n)
+    """Physical cores within the affinity mask, capped by the cgroup quota."""
+    return _threads_for(physical_cores(), cgroup_cpu_quota())
 
 
 # --- the whole machine: detect_hardware() ----------------------------------------------------------
@@ -325,9 +314,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
     cpuinfo = _read(os.path.join(proc_root, "cpuinfo"))
     cores = _physical_cores_of(os.path.join(proc_root, "cpuinfo"), allowed_cpus)
     quota = cgroup_cpu_quota(cgroup_root)
-    threads = cores or (len(allowed_cpus) if allowed_cpus else 1)
-    if quota is not None:
-        threads = min(threads, max(1, math.ceil(quota)))
+    threads = _threads_for(cores or (len(allowed_cpus) if allowed_cpus else 1), quota)
     total, available = _meminfo(proc_root)
     board = _read(os.path.join(proc_root, "device-tree", "model")) or None
     tegra = _read(os.path.join(etc_root, "nv_tegra_release"))
@@ -352,7 +339,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
         memory_available_bytes=available,
         cgroup_memory_limit_bytes=cgroup_memory_limit(cgroup_root),
         cgroup_cpu_quota=quota,
-        default_threads=max(1, threads),
+        default_threads=threads,
         gpus=tuple(gpus),
         onnxruntime_providers=providers,
         onnxruntime_cuda=bool(providers and "CUDAExecutionProvider" in providers),
