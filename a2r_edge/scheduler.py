@@ -232,11 +232,21 @@ def model_digest(stages) -> str:
 
 # --- calibration ------------------------------------------------------------------------------
 
+def _build_id() -> str:
+    """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
+    (its kernels may be faster or slower than those the cached figures describe)."""
+    import hashlib
+    from . import __version__, _kernels
+    st = os.stat(_kernels.__file__)
+    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
+                           digest_size=4).hexdigest()
+
+
 def calibration_path(stages, threads: int) -> str:
     from . import hardware
     key = hardware.detect_hardware(nvidia_smi=None).machine_key()
-    return os.path.join(hardware.cache_dir(),
-                        f"calibration-{key}-{model_digest(stages)}-{threads}t.json")
+    return os.path.join(hardware.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
+                                              f"{_build_id()}-{threads}t.json")
 
 
 def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
