@@ -187,6 +187,49 @@ def test_load_model_bad_arguments(model, tmp_path, monkeypatch):
     CASES["load_model: refused"] += 1
 
 
+@pytest.fixture(scope="module")
+def video_files(tmp_path_factory):
+    import cv2
+    folder = tmp_path_factory.mktemp("video_fuzz")
+    good = folder / "ok.avi"
+    wr = cv2.VideoWriter(str(good), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (32, 24))
+    for i in range(2):
+        wr.write(np.full((24, 32, 3), 40 * i, np.uint8))
+    wr.release()
+    (folder / "bad.avi").write_bytes(b"not a video")
+    return folder
+
+
+# Video CLI words: valid and invalid values of every option (no --camera: no camera here).
+VIDEO_WORDS = ["--input", "@ok.avi", "@bad.avi", "@missing.avi", "--output", "@out.mp4",
+               "@out.gif", "--size", "32x24", "0x0", "abc", "--smooth", "0.5", "-1", "nan",
+               "--max-frames", "0", "1", "-5", "--device", "cpu", "gpu", "tpu", "--roi",
+               "face", "hands", "--show", "-q", "--model", "@model"]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(VIDEO_WORDS), max_size=7))
+def test_video_cli_arguments(engine, video_files, words):
+    """Any argument list: exit 0 (it ran) or 2 with one line, never a traceback."""
+    import contextlib
+    import io
+    from a2r_edge import video
+    model = str(engine.model.folder)
+    argv = [model if w == "@model" else str(video_files / w[1:]) if w.startswith("@") else w
+            for w in words]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = video.main(argv)
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code
+    assert code in (0, 2), (argv, code, err.getvalue())
+    assert "Traceback" not in err.getvalue()
+    if code == 2:
+        assert err.getvalue().strip(), argv
+    CASES[f"video cli: exit {code}"] += 1
+
+
 def test_zz_report_cases():
     """Runs last in this file: prints how many cases were tried."""
     total = sum(CASES.values())
