@@ -11,7 +11,7 @@ them, costs each placement with measured figures, and keeps the best:
 - figures (``Costs``): stage times per backend and size, each stage's output bytes, and the
   host<->device link (GB/s each way + a fixed latency per copy), from a profile
   (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
-  short calibration (the model's stages on each CPU backend at 128x128, well under 5 s), cached
+  short calibration (the model's stages on each CPU backend at 256x256, under 5 s), cached
   per machine and model in ``hardware.cache_dir()``.
 - cost of a placement: latency = stage times + every copy between devices (the picture goes
   up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
@@ -43,7 +43,11 @@ from .backends import cpu
 DEVICES = ("auto", "cpu", "gpu", "split")
 BACKENDS = ("native", "onnxruntime")  # what ``backend=`` may force for the ONNX stages
 OBJECTIVES = ("latency", "throughput")
-CALIBRATION_SIZE = 128  # small: the calibration of a model's stages must stay under 5 s
+# 256: small enough that calibrating a model stays well under 5 s (about 2.5 s here, most of it
+# creating sessions and first runs), large enough that per-call overheads do not decide: at
+# 128x128 the bundled decoder measured faster on onnxruntime, at 256 and above the native
+# executor is faster (7.2 vs 9.8 ms at 256, 22 vs 38 ms at 512).
+CALIBRATION_SIZE = 256
 REFERENCE_SIZE = 512    # the picture size plans are costed at when none is given
 # GPU stages need the CUDA library, a driver and a device, and an Engine that runs stages on
 # the device: the last does not exist yet, so GPU backends are listed but never available.
@@ -246,7 +250,7 @@ def calibration_path(stages, threads: int) -> str:
     from . import hardware
     key = hardware.detect_hardware(nvidia_smi=None).machine_key()
     return os.path.join(hardware.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{_build_id()}-{threads}t.json")
+                                              f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
 
 
 def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
@@ -273,7 +277,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
         except (OSError, ValueError):
             pass
     with cpu.using_threads(threads):
-        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 128x128 on small
+        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 256x256 on small
         # models; a large model hits the budget and still stays well under 5 s in all.
         entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
     data = {"schema": "a2r_edge.calibration/1", "source": "calibration",

