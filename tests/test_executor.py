@@ -3,7 +3,6 @@ the small image network of ANCHORS.md §7, errors, fusion and the zero-allocatio
 import tracemalloc
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
