@@ -177,20 +177,31 @@ int a2r_cuda_event_elapsed_ms(void *start, void *end, float *ms) {
                  "cudaEventElapsedTime");
 }
 
-int a2r_cuda_malloc(void **ptr, int64_t bytes) {
-    A2R_REQUIRE(ptr, "a2r_cuda_malloc: NULL output pointer");
+/* One allocation through ``alloc`` (cudaMalloc or cudaHostAlloc), named ``api`` in messages and
+called by the entry point ``entry``: arguments checked, fault injection honoured, a failure
+reported here and kept out of the next launch check. */
+typedef cudaError_t (*alloc_fn)(void **, size_t);
+
+static int checked_alloc(void **ptr, int64_t bytes, const char *entry, const char *api,
+                         alloc_fn alloc) {
+    A2R_REQUIRE(ptr, "%s: NULL output pointer", entry);
     *ptr = nullptr;
-    A2R_REQUIRE(bytes > 0, "a2r_cuda_malloc: bytes must be > 0, got %lld", (long long)bytes);
+    A2R_REQUIRE(bytes > 0, "%s: bytes must be > 0, got %lld", entry, (long long)bytes);
     if (fault_oom())
-        return fail(A2R_CUDA_ENOMEM, "cudaMalloc(%lld bytes): out of memory (injected by "
-                    "A2R_CUDA_FAULT=oom)", (long long)bytes);
+        return fail(A2R_CUDA_ENOMEM, "%s(%lld bytes): out of memory (injected by "
+                    "A2R_CUDA_FAULT=oom)", api, (long long)bytes);
     void *p = nullptr;
     char what[96];
-    snprintf(what, sizeof what, "cudaMalloc(%lld bytes)", (long long)bytes);
-    int rc = check(cudaMalloc(&p, (size_t)bytes), what);
-    if (rc) clear_pending(); /* reported here: keep it out of the next launch check */
+    snprintf(what, sizeof what, "%s(%lld bytes)", api, (long long)bytes);
+    int rc = check(alloc(&p, (size_t)bytes), what);
+    if (rc) clear_pending();
     *ptr = rc ? nullptr : p;
     return rc;
+}
+
+int a2r_cuda_malloc(void **ptr, int64_t bytes) {
+    return checked_alloc(ptr, bytes, "a2r_cuda_malloc", "cudaMalloc",
+                         [](void **p, size_t n) { return cudaMalloc(p, n); });
 }
 
 int a2r_cuda_free(void *ptr) {
@@ -199,19 +210,8 @@ int a2r_cuda_free(void *ptr) {
 }
 
 int a2r_cuda_host_alloc(void **ptr, int64_t bytes) {
-    A2R_REQUIRE(ptr, "a2r_cuda_host_alloc: NULL output pointer");
-    *ptr = nullptr;
-    A2R_REQUIRE(bytes > 0, "a2r_cuda_host_alloc: bytes must be > 0, got %lld", (long long)bytes);
-    if (fault_oom())
-        return fail(A2R_CUDA_ENOMEM, "cudaHostAlloc(%lld bytes): out of memory (injected by "
-                    "A2R_CUDA_FAULT=oom)", (long long)bytes);
-    void *p = nullptr;
-    char what[96];
-    snprintf(what, sizeof what, "cudaHostAlloc(%lld bytes)", (long long)bytes);
-    int rc = check(cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocDefault), what);
-    if (rc) clear_pending();
-    *ptr = rc ? nullptr : p;
-    return rc;
+    return checked_alloc(ptr, bytes, "a2r_cuda_host_alloc", "cudaHostAlloc",
+                         [](void **p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); });
 }
 
 int a2r_cuda_host_free(void *ptr) {
