@@ -337,6 +337,22 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
     v_zero_n(st, NR);
 }
 
+/* Output-row blocks per work item: all ``blocks`` in one item, unless ``units`` (image x tile)
+ * items are too few for ``nthr`` threads; then the rows are split too, about 4 items per
+ * thread so that uneven items still balance. */
+static inline int64_t rows_per_item(int64_t blocks, int64_t units, int nthr) {
+    if (units >= 4 * nthr) return blocks;
+    const int64_t chunks = A2R_MIN(blocks, (4 * nthr + units - 1) / units);
+    return (blocks + chunks - 1) / chunks;
+}
+
+/* Thread ``tid``'s slot of ``slot_floats`` in the workspace, aligned up to ALIGN_FLOATS (the
+ * workspace query leaves room for it). */
+static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats) {
+    float *slot = workspace + tid * slot_floats;
+    return slot + (ALIGN_FLOATS - ((uintptr_t)slot / sizeof(float)) % ALIGN_FLOATS) % ALIGN_FLOATS;
+}
+
 #include "winograd.h"
 
 /* Winograd where it can run and was measured to pay: enough input and output channels that the
@@ -404,13 +420,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
     const int64_t blocks = g.og_pad / MR, tiles = (g.q + g.nt - 1) / g.nt;
     const int64_t images = s->n * s->groups;
     int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_floats / g.slot));
-    /* Too few pixel tiles for the threads (small maps): split the output rows too, about 4
-     * items per thread so that uneven items still balance. */
-    int64_t per_chunk = blocks;
-    if (images * tiles < 4 * nthr) {
-        int64_t chunks = A2R_MIN(blocks, (4 * nthr + images * tiles - 1) / (images * tiles));
-        per_chunk = (blocks + chunks - 1) / chunks;
-    }
+    const int64_t per_chunk = rows_per_item(blocks, images * tiles, nthr);
     const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
     const int64_t items = images * tiles * chunks;
     if (items * g.nt * g.og_pad * g.k < A2R_PAR_GRAIN * 16) nthr = 1; /* tiny: wake-up dominates */
@@ -420,8 +430,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *slot = workspace + tid * g.slot;
-        slot += (ALIGN_FLOATS - ((uintptr_t)slot / sizeof(float)) % ALIGN_FLOATS) % ALIGN_FLOATS;
+        float *slot = thread_slot(workspace, tid, g.slot);
         /* slot: B tile (im2col panels or implicit strip), then the MR x nt C tile (aligned),
          * then the implicit path's tap offsets */
         const int64_t bfloats = g.implicit ? g.cg * g.srows * g.wp + NR : g.k * g.nt;

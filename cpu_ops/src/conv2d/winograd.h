@@ -217,12 +217,7 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
     const wino_geometry wg = wino_geometry_of(s, g);
     const int64_t blocks = g->og_pad / MR, tblocks = (wg.tiles + wg.nt - 1) / wg.nt;
     int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_floats / wg.slot));
-    /* too few tile blocks for the threads: split the output rows too (as the direct path) */
-    int64_t per_chunk = blocks;
-    if (s->n * tblocks < 4 * nthr) {
-        int64_t chunks = A2R_MIN(blocks, (4 * nthr + s->n * tblocks - 1) / (s->n * tblocks));
-        per_chunk = (blocks + chunks - 1) / chunks;
-    }
+    const int64_t per_chunk = rows_per_item(blocks, s->n * tblocks, nthr);
     const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
     const int64_t items = s->n * tblocks * chunks;
     if (items * wg.nt * g->og_pad * s->c * 16 < A2R_PAR_GRAIN * 16) nthr = 1;
@@ -232,8 +227,7 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *slot = workspace + tid * wg.slot;
-        slot += (ALIGN_FLOATS - ((uintptr_t)slot / sizeof(float)) % ALIGN_FLOATS) % ALIGN_FLOATS;
+        float *slot = thread_slot(workspace, tid, wg.slot);
         float *vt = slot;                          /* 16 * C * nt */
         float *mt = vt + 16 * s->c * wg.nt;        /* 16 * MR * nt */
         float *rowbuf = mt + 16 * MR * wg.nt;      /* 4 input rows */
