@@ -163,26 +163,23 @@ def _edit_manifest(folder, change):
     (folder / "manifest.json").write_text(json.dumps(m))
 
 
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: m["stages"][0].update(file="../../etc/passwd"), "outside the package"),
+    (lambda m: m["files"].pop("decoder.onnx"), "no sha256 for 'decoder.onnx'"),
+    (lambda m: m["stages"][1].update(kind="magic"), "kind must be one of"),
+], ids=["path escapes", "file unlisted", "unknown kind"])
+def test_bad_manifest(tmp_path, edit, match):
+    folder = make_package(tmp_path / "p")
+    _edit_manifest(folder, edit)
+    with pytest.raises(ModelPackageError, match=match):
+        load_package(folder)
+
+
 def test_package_checks(tmp_path):
     folder = make_package(tmp_path / "ok")
     assert load_package(folder).name == "tiny"
     (folder / "photo_stats.json").write_text('{"mean": [0], "std": [1]}')
     with pytest.raises(ModelPackageError, match="photo_stats.json: sha256 mismatch"):
-        load_package(folder)
-
-    folder = make_package(tmp_path / "escape")
-    _edit_manifest(folder, lambda m: m["stages"][0].update(file="../../etc/passwd"))
-    with pytest.raises(ModelPackageError, match="outside the package"):
-        load_package(folder)
-
-    folder = make_package(tmp_path / "unlisted")
-    _edit_manifest(folder, lambda m: m["files"].pop("decoder.onnx"))
-    with pytest.raises(ModelPackageError, match="no sha256 for 'decoder.onnx'"):
-        load_package(folder)
-
-    folder = make_package(tmp_path / "kind")
-    _edit_manifest(folder, lambda m: m["stages"][1].update(kind="magic"))
-    with pytest.raises(ModelPackageError, match="kind must be one of"):
         load_package(folder)
 
     (tmp_path / "json").mkdir()
