@@ -34,7 +34,7 @@ from . import _settings, ops, stages
 from . import roi as roi_mod
 from .model import package as pkg
 from .pipeline import Pipeline
-from .scheduler import make_plan
+from .scheduler import make_plan, model_digest
 
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
@@ -365,11 +365,7 @@ class Engine:
         if self._cache is None:
             return None
         if self._model_id is None:
-            h = hashlib.blake2b(digest_size=16)
-            for stage in self.model.stages:
-                if "file" in stage.params:
-                    h.update(pkg.sha256_of(stage.params["file"]).encode())
-                h.update(repr(sorted((k, str(v)) for k, v in stage.params.items())).encode())
+            h = hashlib.blake2b(model_digest(self.model.stages).encode(), digest_size=16)
             h.update(repr((self.model.mean, self.model.std, self.model.stride,
                            self.plan.placements)).encode())
             self._model_id = h.digest()
