@@ -394,8 +394,7 @@ class Engine:
             scale = slot.result.shape[-1] / side
             total = 0
             for ex in self._executors.values():
-                p = ex._last
-                total += 4 * (p.arena_floats + sum(o.size for o in p.outputs.values()))
+                total += ex.memory_bytes()
             # onnxruntime stages: ~256 B per pixel each (its arena is not visible)
             total += 256 * side * side * (len(self._runners) - len(self._executors))
             # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel yhwc, ychw, guided

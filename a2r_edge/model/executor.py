@@ -448,6 +448,13 @@ class NativeExecutor:
                              f"run_many()")
         return self.run_many({self.input_names[0]: x})[self.output_names[0]]
 
+    def memory_bytes(self) -> int:
+        """Bytes of the last run's plan: its arena and its output buffers (0 before a run)."""
+        p = self._last
+        if p is None:
+            return 0
+        return 4 * (p.arena_floats + sum(o.size for o in p.outputs.values()))
+
     def describe(self, x_shape: tuple | None = None) -> str:
         """The fused node list and arena of the plan for ``x_shape`` (default: the last run)."""
         if x_shape is not None:
