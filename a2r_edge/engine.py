@@ -10,9 +10,9 @@ engine lock) and ``_post`` (postprocess, crop, layout). ``convert`` runs them in
 thread; ``stream`` and ``convert_batch`` run them pipelined over three threads
 (``pipeline.Pipeline``), so the preprocess of frame n+1 overlaps the network of frame n.
 
-Allocations per picture in steady state (same size, BGR, native backend): the returned array,
-the guided filter's result (``ops.guided_filter`` has no ``out=``) and a few arrays of C floats
-(channel statistics); everything else is a recycled buffer (tests/test_memory.py counts them).
+Allocations per picture in steady state (same size, BGR, native backend): the returned array
+and a few arrays of C floats (channel statistics); everything else is a recycled buffer
+(tests/test_memory.py counts them).
 
 Pictures whose network would need more than ``A2R_MEMORY_MB``, or larger than ``tile=``, are
 converted in tiles (``tiling.py``) with the content statistics of the whole picture: no seams.
@@ -595,6 +595,7 @@ class Engine:
         return stages.guided_filter(
             stage, x, slot.bufs["guide"],
             hwc=self._shared.buf("yhwc", (oh, ow, 3)),  # network steps run one at a time
+            base=self._shared.buf("gf_base", (oh, ow, 3)),
             out=slot.buf("ychw", (1, 3, oh, ow)))
 
     def _post(self, slot: _Slot) -> np.ndarray:

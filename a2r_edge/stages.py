@@ -46,10 +46,11 @@ def adain(stage, x: np.ndarray, style, content=None, out=None) -> np.ndarray:
     return ops.adain(x, mean, std, eps=eps, content_stats=content, out=out)
 
 
-def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, out=None) -> np.ndarray:
+def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, base=None,
+                  out=None) -> np.ndarray:
     """Detail stage on x (1, 3, H, W): base = guided filter of x guided by ``guide`` (H, W),
-    then base + detail * (x - base). hwc, out: optional (H, W, 3) scratch and (1, 3, H, W)
-    result buffers."""
+    then base + detail * (x - base). hwc, base, out: optional (H, W, 3), (H, W, 3) scratch and
+    (1, 3, H, W) result buffers (with all three, nothing is allocated)."""
     p = stage.params
     if p["detail"] == 1.0:  # base + 1 * (x - base) = x: nothing to compute
         return x
@@ -59,7 +60,7 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, hwc=None, out=None) -
         guide = cv2.resize(guide, (w, h), interpolation=cv2.INTER_LINEAR)
     y = np.empty((h, w, 3), np.float32) if hwc is None else hwc
     np.copyto(y, x[0].transpose(1, 2, 0))
-    base = ops.guided_filter(guide, y, p["radius"], p["eps"])  # allocates its result
+    base = ops.guided_filter(guide, y, p["radius"], p["eps"], out=base)
     y -= base
     y *= np.float32(p["detail"])
     y += base

@@ -266,3 +266,16 @@ GOOD = np.zeros((8, 9), np.float32)
 def test_bad_input(guide, src, radius, eps, exc, name):
     with pytest.raises(exc, match=name):
         ops.guided_filter(guide, src, radius, eps)
+
+
+def test_out_is_filled_and_checked():
+    rng = np.random.default_rng(5)
+    guide = rng.random((20, 24), dtype=np.float32)
+    src = rng.random((20, 24, 3), dtype=np.float32)
+    out = np.full_like(src, np.nan)
+    assert ops.guided_filter(guide, src, 2, 1e-2, out=out) is out
+    np.testing.assert_array_equal(out, ops.guided_filter(guide, src, 2, 1e-2))
+    with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+        ops.guided_filter(guide, src, 2, 1e-2, out=np.empty((20, 24), np.float32))
+    with pytest.raises(ValueError, match="overlap"):
+        ops.guided_filter(guide, src, 2, 1e-2, out=src)
