@@ -38,6 +38,16 @@
 #define A2R_MADD(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* The calling thread's index and the team size inside an OpenMP region (0 and 1 without OpenMP). */
+#ifdef _OPENMP
+#include <omp.h>
+#define A2R_THREAD_ID() omp_get_thread_num()
+#define A2R_THREAD_COUNT() omp_get_num_threads()
+#else
+#define A2R_THREAD_ID() 0
+#define A2R_THREAD_COUNT() 1
+#endif
+
 #define A2R_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define A2R_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -17,15 +17,6 @@
 
 #include "a2r_isa.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#define A2R_THREAD_ID() omp_get_thread_num()
-#define A2R_THREAD_COUNT() omp_get_num_threads()
-#else
-#define A2R_THREAD_ID() 0
-#define A2R_THREAD_COUNT() 1
-#endif
-
 /* 4 vectors per accumulator array: 4 independent add/FMA chains each hide the 4-cycle latency. */
 #ifndef A2R_MOM_LANES
 #define A2R_MOM_LANES (4 * A2R_VEC_FLOATS)

@@ -23,9 +23,6 @@
  * Scratch: one slot per thread in the caller's workspace (B tile K*NT or the strip, C tile MR*NT
  * floats, the K tap offsets); nothing is allocated here. */
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "a2r_math.h"
 #include "simd.h"
@@ -426,11 +423,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
     if (items * g.nt * g.og_pad * g.k < A2R_PAR_GRAIN * 16) nthr = 1; /* tiny: wake-up dominates */
     #pragma omp parallel num_threads(nthr)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        float *slot = thread_slot(workspace, tid, g.slot);
+        float *slot = thread_slot(workspace, A2R_THREAD_ID(), g.slot);
         /* slot: B tile (im2col panels or implicit strip), then the MR x nt C tile (aligned),
          * then the implicit path's tap offsets */
         const int64_t bfloats = g.implicit ? g.cg * g.srows * g.wp + NR : g.k * g.nt;

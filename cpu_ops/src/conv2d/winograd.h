@@ -223,11 +223,7 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
     if (items * wg.nt * g->og_pad * s->c * 16 < A2R_PAR_GRAIN * 16) nthr = 1;
     #pragma omp parallel num_threads(nthr)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        float *slot = thread_slot(workspace, tid, wg.slot);
+        float *slot = thread_slot(workspace, A2R_THREAD_ID(), wg.slot);
         float *vt = slot;                          /* 16 * C * nt */
         float *mt = vt + 16 * s->c * wg.nt;        /* 16 * MR * nt */
         float *rowbuf = mt + 16 * MR * wg.nt;      /* 4 input rows */

@@ -23,10 +23,6 @@
 
 #include "a2r_isa.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* Horizontal windows up to this length use vectorised block sums (about L/16 + 3 passes over the
  * row); longer ones a serial running sum in double (O(1) per pixel, but one dependency chain). */
 #define GF_BLOCK_MAX 64
