@@ -225,11 +225,14 @@ class Engine:
         self.tile = self._check_tile(tile)
         # Each ONNX stage becomes a function float32 NCHW -> float32 NCHW on its backend.
         runners, unsupported, self._executors = {}, {}, {}
+        from .model.arena import SharedArena
+        self._arena = SharedArena()  # the native stages run one after another: one arena
         for stage in self.model.stages:
             if stage.kind == "onnx" and backend != "onnxruntime":
                 from .model import NativeExecutor, UnsupportedOpError
                 try:
-                    ex = self._executors[stage.name] = NativeExecutor(str(stage.params["file"]))
+                    ex = self._executors[stage.name] = NativeExecutor(
+                        str(stage.params["file"]), self._arena)
                     runners[stage.name] = ex.run
                 except UnsupportedOpError as exc:
                     unsupported[stage.name] = str(exc)
@@ -392,9 +395,9 @@ class Engine:
                 self._prep(np.zeros((side, side, 3), np.uint8), slot=slot)
                 self._network(slot, None)
             scale = slot.result.shape[-1] / side
-            total = 0
-            for ex in self._executors.values():
-                total += ex.memory_bytes()
+            exs = self._executors.values()  # their plans share one arena
+            total = max((ex.arena_bytes() for ex in exs), default=0)
+            total += sum(ex.output_bytes() for ex in exs)
             # onnxruntime stages: ~256 B per pixel each (its arena is not visible)
             total += 256 * side * side * (len(self._runners) - len(self._executors))
             # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel yhwc, ychw, guided

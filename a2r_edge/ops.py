@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import threading
 
 import numpy as np
 
@@ -256,6 +257,7 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
 
 
 ACTIVATIONS = (None, "relu", "leaky_relu", "silu")
+_conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept)
 
 
 class Conv2d:
@@ -293,7 +295,6 @@ class Conv2d:
                 raise ValueError(f"b must have shape ({o},), got {b.shape}")
         self.w, self.b = w.copy(), (None if b is None else b.copy())  # immune to caller edits
         self._packed: dict[int, np.ndarray] = {}   # ISA level -> packed weights (layout differs)
-        self._workspace = np.empty(0, np.float32)
 
     def _shape(self, x_shape) -> tuple:
         n, c, h, wd = x_shape
@@ -334,12 +335,13 @@ class Conv2d:
             _kernels.conv2d_pack(shape, self.w.reshape(-1), packed)
             self._packed[level] = packed
         need = _kernels.conv2d_workspace_size(shape)
-        if self._workspace.size < need:
-            self._workspace = np.empty(need, np.float32)
+        workspace = getattr(_conv_scratch, "buf", None)
+        if workspace is None or workspace.size < need:
+            workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
+            workspace = _conv_scratch.buf = np.empty(need, np.float32)
         _kernels.conv2d(shape, x.reshape(-1), packed, self.b,
                         None if residual is None else residual.reshape(-1),
-                        ACT_CODES[self.activation], self.alpha, self._workspace,
-                        out.reshape(-1))
+                        ACT_CODES[self.activation], self.alpha, workspace, out.reshape(-1))
         return out
 
 

@@ -95,6 +95,43 @@ def test_out_and_prepacked_reuse(native, rng):
                                **REDUCTION)
 
 
+def test_convolutions_share_their_thread_s_workspace(rng):
+    """Conv2d layers called from one thread keep one scratch buffer between them, not one each,
+    and one instance can run in several threads at once (each thread has its own scratch)."""
+    import threading
+    import tracemalloc
+    ws = [rng.standard_normal((16, 16, 3, 3)).astype(np.float32) for _ in range(12)]
+    x = rng.standard_normal((1, 16, 64, 64)).astype(np.float32)
+    want = [ref.conv2d(x, w, None, (1, 1), (1, 1), (1, 1), 1) for w in ws]
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        layers = [ops.Conv2d(w, pad=1) for w in ws]
+        for c in layers:
+            c(x)  # output dropped at once
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    weights = sum(c.w.nbytes + sum(p.nbytes for p in c._packed.values()) for c in layers)
+    need = 4 * _kernels.conv2d_workspace_size(layers[0]._shape(x.shape))
+    # one workspace, plus 64 KiB for the Python objects (12 workspaces would be 12 x need)
+    assert kept - before - weights <= need + (64 << 10), (kept - before - weights, need)
+
+    results = {}
+
+    def run(k):
+        results[k] = [c(x) for c in layers]
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    run("main")
+    for t in threads:
+        t.join()
+    for got in results.values():
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **REDUCTION)
+
+
 def test_packing_follows_isa(rng):
     """One Conv2d used at every ISA level: each level gets its own packed weights."""
     x, wt, b = make(rng, 1, 9, 10, 12, 11, 3)

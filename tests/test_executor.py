@@ -135,6 +135,40 @@ def test_second_input_size_gets_its_own_plan():
     assert len(ex._plans) == 2
 
 
+def test_executors_sharing_an_arena_hold_one_buffer():
+    # Two executors that take turns (an Engine's stages) share one arena as large as the
+    # largest plan; their results equal private-arena executors' at every turn and size.
+    from a2r_edge.model.arena import SharedArena
+    ma, mb = random_graph(5), small_image_net(c1=8, c2=16, blocks=1)
+    memory = SharedArena()
+    shared = [NativeExecutor(ma, memory), NativeExecutor(mb, memory)]
+    private = [NativeExecutor(ma), NativeExecutor(mb)]
+    rng = np.random.default_rng(3)
+    for side in (24, 40, 24, 56):
+        for sh, pr, m in zip(shared, private, (ma, mb)):
+            x = rng.standard_normal((1, channels(m), side, side + 3)).astype(np.float32)
+            np.testing.assert_array_equal(sh.run(x), pr.run(x))
+    assert memory.nbytes == max(ex.arena_bytes() for ex in private) > 0
+    assert [ex.arena_bytes() for ex in shared] == [ex.arena_bytes() for ex in private]
+
+
+def test_shared_arena_growth_frees_the_old_buffer():
+    import weakref
+
+    from a2r_edge.model.arena import SharedArena
+    m = random_graph(6)
+    memory = SharedArena()
+    ex = NativeExecutor(m, memory)
+    x = np.ones((1, channels(m), 16, 16), np.float32)
+    ex.run(x)
+    old = weakref.ref(memory._buf)
+    big = np.ones((1, channels(m), 48, 48), np.float32)
+    y = ex.run(big).copy()  # a larger plan: the arena grows
+    assert old() is None, "a dropped plan still holds the old arena"
+    np.testing.assert_array_equal(y, NativeExecutor(m).run(big))
+    np.testing.assert_array_equal(ex.run(x), NativeExecutor(m).run(x))  # re-planned on use
+
+
 def _allocations(ex, x):
     """(new numpy-domain traces left by one run, transient traced peak in bytes)."""
     tracemalloc.start()

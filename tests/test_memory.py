@@ -73,3 +73,10 @@ def test_rss_flat_over_1000_frames(engine):
     grown = _rss_kib() - start
     assert n == 1000
     assert grown < 5 * 1024, f"RSS grew {grown} KiB over 1,000 frames"
+
+
+def test_native_stages_share_one_arena(engine):
+    engine.convert(next(frames(1)))
+    exs = list(engine._executors.values())
+    assert len(exs) == 2 and all(ex.memory is engine._arena for ex in exs)
+    assert engine._arena.nbytes == max(ex.arena_bytes() for ex in exs) > 0

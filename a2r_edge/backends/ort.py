@@ -81,6 +81,11 @@ class OrtSession:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if requested == [CPU]:
+            # The memory pattern pre-plans one block per input shape beside the arena: measured
+            # on a2r_lite's encoder at 512x512, peak RSS +77 MiB with it, +52 MiB without, same
+            # speed (34.6 vs 33.8 ms, 2 threads).
+            options.enable_mem_pattern = False
         if shares_cpu:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")

@@ -8,6 +8,10 @@ buffer already placed whose lifetime intersects its own. Offsets are multiples o
 """
 from __future__ import annotations
 
+import weakref
+
+import numpy as np
+
 ALIGN = 16   # floats: 64 bytes, one cache line and one AVX-512 register, for every view
 
 
@@ -35,3 +39,31 @@ def plan(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:
         placed.append(i)
         total = max(total, offset + size)
     return offsets, total
+
+
+class SharedArena:
+    """The float32 memory behind the plans of executors that never run at the same time (an
+    Engine runs its network stages one after another, under its lock): one buffer as large as
+    the largest plan instead of one per plan. Growing it drops every plan bound to the old
+    buffer (their users re-plan on their next run), so the old buffer is freed before the new
+    one is made rather than lingering beside it."""
+
+    def __init__(self):
+        self._buf = np.empty(0, np.float32)
+        self._users = weakref.WeakSet()  # objects with drop_plans(): their plans view _buf
+
+    @property
+    def nbytes(self) -> int:
+        return self._buf.nbytes
+
+    def take(self, floats: int, user) -> np.ndarray:
+        """A view of at least ``floats`` floats, valid until the arena grows; ``user`` gets
+        ``drop_plans()`` called when it does."""
+        if floats > self._buf.size:
+            users, self._users = list(self._users), weakref.WeakSet()
+            for u in users:
+                u.drop_plans()
+            self._buf = np.empty(0, np.float32)
+            self._buf = np.empty(floats, np.float32)
+        self._users.add(user)
+        return self._buf[:floats]

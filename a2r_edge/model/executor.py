@@ -251,7 +251,8 @@ def _build_step(n: Node, graph: Graph, shapes, view, scratch):
 class _Plan:
     """Everything one input shape needs: fused nodes, buffer offsets, arena, bound closures."""
 
-    def __init__(self, graph: Graph, input_shapes: dict[str, tuple]):
+    def __init__(self, graph: Graph, input_shapes: dict[str, tuple], memory: arena.SharedArena,
+                 user):
         self.input_shapes = input_shapes
         shapes = infer_shapes(graph, input_shapes)
         nodes, self.fusions = fuse(graph, shapes)
@@ -343,7 +344,7 @@ class _Plan:
             buffers.append((grp["size"], first, lst))
             arena_groups.append(gi)
         offsets, total = arena.plan(buffers)
-        self.arena = np.empty(max(total, 1), np.float32)
+        self.arena = memory.take(max(total, 1), user)
         self.arena_floats = total
         self.naive_floats = sum(b[0] for b in buffers)
         for gi, off in zip(arena_groups, offsets):
@@ -398,14 +399,20 @@ class NativeExecutor:
 
     model: a path, bytes or onnx.ModelProto. Raises UnsupportedOpError (a ValueError naming the
     op and its node) for any other op, ModelLoadError for bytes that are not a valid model.
+    memory: the arena.SharedArena its plans live in, shared with executors that never run at
+    the same time as this one (default: its own).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, memory: arena.SharedArena | None = None):
         self.graph = build_graph(load_model(model))
+        self.memory = arena.SharedArena() if memory is None else memory
         self.input_names = [name for name, _ in self.graph.inputs]
         self.output_names = list(self.graph.outputs)
         self._plans: dict[tuple, _Plan] = {}
         self._last: _Plan | None = None
+        # the last plan's input shapes and (arena, outputs) sizes: they outlive drop_plans()
+        self._last_shapes: dict | None = None
+        self._last_floats = (0, 0)
 
     def plan_for(self, shapes: dict[str, tuple]) -> _Plan:
         key = tuple(shapes[name] for name in self.input_names)
@@ -417,9 +424,15 @@ class NativeExecutor:
                                               for d, v in zip(dims, s)):
                     raise ValueError(f"input {name!r} must have shape {dims} (None: any), "
                                      f"got {s}")
-            p = self._plans[key] = _Plan(self.graph, dict(shapes))
-        self._last = p
+            p = self._plans[key] = _Plan(self.graph, dict(shapes), self.memory, self)
+        self._last, self._last_shapes = p, dict(shapes)
+        self._last_floats = (p.arena_floats, sum(o.size for o in p.outputs.values()))
         return p
+
+    def drop_plans(self) -> None:
+        """Forget every plan (the shared arena they view is being replaced)."""
+        self._plans.clear()
+        self._last = None
 
     def run_many(self, feeds: dict) -> dict[str, np.ndarray]:
         """{input name: float32 array} -> {output name: array}. The arrays are owned by the
@@ -450,17 +463,20 @@ class NativeExecutor:
 
     def memory_bytes(self) -> int:
         """Bytes of the last run's plan: its arena and its output buffers (0 before a run)."""
-        p = self._last
-        if p is None:
-            return 0
-        return 4 * (p.arena_floats + sum(o.size for o in p.outputs.values()))
+        return self.arena_bytes() + self.output_bytes()
+
+    def arena_bytes(self) -> int:
+        """Bytes of the arena the last run's plan uses (0 before a run; may be shared)."""
+        return 4 * self._last_floats[0]
+
+    def output_bytes(self) -> int:
+        """Bytes of the last run's output buffers (0 before a run; never shared)."""
+        return 4 * self._last_floats[1]
 
     def describe(self, x_shape: tuple | None = None) -> str:
         """The fused node list and arena of the plan for ``x_shape`` (default: the last run)."""
         if x_shape is not None:
-            p = self.plan_for({self.input_names[0]: tuple(x_shape)})
-        elif self._last is None:
+            return self.plan_for({self.input_names[0]: tuple(x_shape)}).describe()
+        if self._last_shapes is None:
             return "no plan yet: run() once or pass x_shape"
-        else:
-            p = self._last
-        return p.describe()
+        return (self._last or self.plan_for(self._last_shapes)).describe()
