@@ -60,6 +60,10 @@ CASES = [
     (2, 8, 12, 10, 6, 3, 1, 0, 1, 2),       # implicit, groups 2, no padding
     (1, 16, 9, 300, 20, 3, 1, 1, 1, 1),     # implicit: tiles start and end mid-row
     (1, 96, 7, 700, 8, 5, 1, 2, 1, 1),      # implicit: strip budget bound (thin tiles)
+    (1, 16, 40, 300, 24, 3, 2, 1, 1, 1),    # polyphase implicit, stride 2: tiles mid-row
+    (1, 5, 19, 23, 7, 3, 3, 1, 1, 1),       # polyphase, stride 3: nine phase planes
+    (2, 6, 16, 15, 9, 4, 2, 1, 1, 1),       # polyphase, even kernel
+    (1, 6, 17, 17, 5, 3, 2, 1, 2, 1),       # stride 2 dilation 2 reads one phase: im2col
 ]
 
 

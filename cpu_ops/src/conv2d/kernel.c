@@ -2,12 +2,20 @@
  * MR x NR and the vector ops come from simd.h.
  *
  * Per group g the convolution is the GEMM  Y_g (og x P) = W_g (og x K) * B (K x P),
- * K = cg*kh*kw, P = oh*ow, B = im2col(x). Stride 1 (implicit GEMM, no im2col): a tile's input
- * rows are copied once, zero-padded, into a strip (cg, srows, wp = w + 2*pad_w); output column
- * q = oy*wp + ox then reads tap (ci, i, j) at strip[off_k + q], off_k = (ci*srows + i*dil_h)*wp
- * + j*dil_w, so the micro-kernel reads B rows straight from the strip through a table of K
- * offsets; columns ox >= ow are computed and dropped (2 of 258 at 256^2, 3x3). Measured 1.5x
- * faster than im2col at 32 channels (the copy was a third of the time). Otherwise it is
+ * K = cg*kh*kw, P = oh*ow, B = im2col(x). Implicit GEMM, no im2col: a tile's input rows are
+ * copied once, zero-padded, into a strip (cg, srows, wq = w + 2*pad_w at stride 1); output
+ * column q = oy*wq + ox then reads tap (ci, i, j) at strip[off_k + q], off_k = (ci*srows +
+ * i*dil_h)*wq + j*dil_w, so the micro-kernel reads B rows straight from the strip through a
+ * table of K offsets; columns ox >= ow are computed and dropped (2 of 258 at 256^2, 3x3).
+ * Measured 1.5x faster than im2col at 32 channels (the copy was a third of the time). Stride
+ * s > 1 becomes stride 1 over polyphase planes: padded row yy = r*sh + py goes to row r of
+ * phase py (columns likewise), so tap i (i*dil_h = a*sh + py) of output row oy reads row oy + a
+ * of phase py: a constant offset again. The strip is (cg, sh, sw, srows, wq = ow + the widest
+ * tap's phase column) and each input pixel is copied once, not kh*kw times as by im2col
+ * (3x3 stride 2, 1 thread, CPU time on a shared Zen 4: 16 -> 24 channels at 512^2 9.5 -> 7.1-8.2
+ * ms, 24 -> 32 at 256^2 4.2-5.3 -> 3.3-3.6 ms, 32 -> 64 at 128^2 unchanged). Used when every
+ * phase is read by some tap (a 1x1 stride-2 conv would copy four planes to read one).
+ * Otherwise it is
  * computed in tiles of NT output pixels:
  *   1. B's NT columns are im2col'ed straight into the micro-kernel layout: NT/NR panels, each
  *      K rows of NR consecutive pixels (pixels past P are zeros). A 1x1 stride-1 pad-0 conv
@@ -36,7 +44,7 @@ extern int a2r_conv2d_algo;
 #define MAX_PANELS 8
 /* Floats of slack per slot to start each slot on a 64-byte line. */
 #define ALIGN_FLOATS 16
-/* Stride-1 (implicit) path: the zero-padded input strip of one tile stays within half of a 1 MB
+/* Implicit path: the zero-padded input strip of one tile stays within half of a 1 MB
  * L2 (measured on Zen 4: 256 KB with thinner tiles was up to 1.3x slower at 64-128 channels);
  * 64 panels at most keep the tile count high enough to feed the threads on small maps. */
 #define STRIP_BYTES (512 * 1024)
@@ -48,15 +56,28 @@ extern int a2r_conv2d_algo;
 typedef struct {
     int64_t oh, ow, p, cg, og, k, og_pad, nt, slot;
     int direct, depthwise, implicit;
-    /* implicit path: padded width, padded height, strip rows per channel, pixel columns q */
-    int64_t wp, hp, srows, q;
+    /* implicit path: strip row width, phase planes per channel, strip rows per phase plane,
+     * pixel columns q */
+    int64_t wq, phases, srows, q;
 } geometry;
 
-/* Strip rows one tile of nt padded-width columns reads: the tile starts anywhere inside a row
- * (wp - 1), spans nt - 1 more columns and a tap reaches (kw-1)*dil_w to the right and
- * (kh-1)*dil_h rows down. */
-static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wp, int64_t nt) {
-    return (wp - 1 + nt - 1 + (s->kw - 1) * s->dil_w) / wp + 1 + (s->kh - 1) * s->dil_h;
+/* Strip rows one tile of nt columns reads: the tile starts anywhere inside a row (wq - 1),
+ * spans nt - 1 more columns and a tap reaches (kw-1)*dil_w/sw phase columns to the right and
+ * (kh-1)*dil_h/sh phase rows down. */
+static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t nt) {
+    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w / s->stride_w) / wq + 1 +
+           (s->kh - 1) * s->dil_h / s->stride_h;
+}
+
+/* Every phase 0..stride-1 is hit by some tap t*dil % stride, t < taps. */
+static int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
+    if (stride > taps) return 0;
+    for (int64_t ph = 0; ph < stride; ph++) {
+        int hit = 0;
+        for (int64_t t = 0; t < taps && !hit; t++) hit = t * dil % stride == ph;
+        if (!hit) return 0;
+    }
+    return 1;
 }
 
 static geometry geometry_of(const a2r_conv2d_shape *s) {
@@ -71,22 +92,24 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
     g.direct = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                s->pad_h == 0 && s->pad_w == 0;
     g.depthwise = g.cg == 1 && g.og == 1;
-    g.implicit = !g.direct && !g.depthwise && s->stride_h == 1 && s->stride_w == 1;
-    g.wp = s->w + 2 * s->pad_w;
-    g.hp = s->h + 2 * s->pad_h;
+    g.implicit = !g.direct && !g.depthwise &&
+                 every_phase_read(s->kh, s->dil_h, s->stride_h) &&
+                 every_phase_read(s->kw, s->dil_w, s->stride_w);
+    g.phases = s->stride_h * s->stride_w;
+    g.wq = g.ow + (s->kw - 1) * s->dil_w / s->stride_w; /* = w + 2*pad_w at stride 1 */
     if (g.implicit) {
-        /* Output computed at every padded-width column: q = oy*wp + ox, ox < ow kept. Tile:
-         * as many panels as keep the zero-padded strip within STRIP_BYTES. */
-        g.q = g.oh * g.wp;
-        const int64_t min_panels = A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wp + NR - 1) / NR);
+        /* Output computed at every strip column: q = oy*wq + ox, ox < ow kept. Tile: as many
+         * panels as keep the zero-padded strip within STRIP_BYTES. */
+        g.q = g.oh * g.wq;
+        const int64_t min_panels = A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wq + NR - 1) / NR);
         int64_t panels = MAX_STRIP_PANELS;
-        while (panels > min_panels && (int64_t)sizeof(float) * g.cg * g.wp *
-                                              strip_rows(s, g.wp, panels * NR) > STRIP_BYTES)
+        while (panels > min_panels && (int64_t)sizeof(float) * g.cg * g.phases * g.wq *
+                                              strip_rows(s, g.wq, panels * NR) > STRIP_BYTES)
             panels--;
         panels = A2R_MIN(panels, (g.q + NR - 1) / NR);
         g.nt = panels * NR;
-        g.srows = strip_rows(s, g.wp, g.nt);
-        g.slot = g.cg * g.srows * g.wp + NR + MR * g.nt + g.k + 2 * ALIGN_FLOATS;
+        g.srows = strip_rows(s, g.wq, g.nt);
+        g.slot = g.cg * g.phases * g.srows * g.wq + NR + MR * g.nt + g.k + 2 * ALIGN_FLOATS;
         return g;
     }
     g.q = g.p;
@@ -314,23 +337,35 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
     }
 }
 
-/* Implicit path: padded rows [r0, r0 + srows) of every channel of xg (cg, h, w) into the strip
- * (cg, srows, wp), zero where the padded row or column lies outside the image, plus NR zero
- * floats of slack for the last panel's reads past the strip. */
+/* Implicit path: phase rows [r0, r0 + srows) of every channel of xg (cg, h, w) into the strip
+ * (cg, sh, sw, srows, wq): element (ci, py, px, r, u) = padded x[ci][(r0 + r)*sh + py][u*sw +
+ * px], zero where that lies outside the image, plus NR zero floats of slack for the last
+ * panel's reads past the strip. */
 static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
                        int64_t r0, float *restrict st) {
-    const int64_t h = s->h, w = s->w, wp = g->wp, pw = s->pad_w;
+    const int64_t h = s->h, w = s->w, wq = g->wq, sh = s->stride_h, sw = s->stride_w;
     for (int64_t ci = 0; ci < g->cg; ci++)
-        for (int64_t r = 0; r < g->srows; r++, st += wp) {
-            const int64_t iy = r0 + r - s->pad_h;
-            if (iy < 0 || iy >= h) {
-                v_zero_n(st, wp);
-                continue;
+        for (int64_t py = 0; py < sh; py++)
+            for (int64_t px = 0; px < sw; px++) {
+                /* phase columns [u0, u1) fall inside the image */
+                const int64_t u0 = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
+                const int64_t u1 = A2R_MAX(u0, A2R_MIN(wq, first_valid(px - s->pad_w - w, sw)));
+                for (int64_t r = 0; r < g->srows; r++, st += wq) {
+                    const int64_t iy = (r0 + r) * sh + py - s->pad_h;
+                    if (iy < 0 || iy >= h) {
+                        v_zero_n(st, wq);
+                        continue;
+                    }
+                    const float *src = xg + (ci * h + iy) * w + u0 * sw + px - s->pad_w;
+                    v_zero_n(st, u0);
+                    switch (sw) {
+                    case 1: v_copy_n(st + u0, src, u1 - u0); break;
+                    case 2: gather(st + u0, src, u1 - u0, 2); break;
+                    default: gather(st + u0, src, u1 - u0, sw); break;
+                    }
+                    v_zero_n(st + u1, wq - u1);
+                }
             }
-            v_zero_n(st, pw);
-            v_copy_n(st + pw, xg + (ci * h + iy) * w, w);
-            v_zero_n(st + pw + w, wp - pw - w);
-        }
     v_zero_n(st, NR);
 }
 
@@ -426,14 +461,19 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
         float *slot = thread_slot(workspace, A2R_THREAD_ID(), g.slot);
         /* slot: B tile (im2col panels or implicit strip), then the MR x nt C tile (aligned),
          * then the implicit path's tap offsets */
-        const int64_t bfloats = g.implicit ? g.cg * g.srows * g.wp + NR : g.k * g.nt;
+        const int64_t bfloats = g.implicit ? g.cg * g.phases * g.srows * g.wq + NR : g.k * g.nt;
         float *bt = slot, *ct = slot + (bfloats + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         int32_t *off = (int32_t *)(ct + MR * g.nt);
         if (g.implicit) /* tap (ci, i, j) of column q reads strip[off + q] */
             for (int64_t ci = 0, kk = 0; ci < g.cg; ci++)
                 for (int64_t i = 0; i < s->kh; i++)
-                    for (int64_t j = 0; j < s->kw; j++, kk++)
-                        off[kk] = (int32_t)((ci * g.srows + i * s->dil_h) * g.wp + j * s->dil_w);
+                    for (int64_t j = 0; j < s->kw; j++, kk++) {
+                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
+                        const int64_t plane = (ci * s->stride_h + dy % s->stride_h) * s->stride_w +
+                                              dx % s->stride_w;
+                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
+                                            dx / s->stride_w);
+                    }
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
@@ -446,9 +486,9 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
             const int64_t full = g.direct ? np / NR : 0; /* panels read in place */
             const float *strip0 = NULL; /* implicit: strip address of column p0 */
             if (g.implicit) {
-                const int64_t r0 = p0 / g.wp;
+                const int64_t r0 = p0 / g.wq;
                 fill_strip(s, &g, xg, r0, bt);
-                strip0 = bt + (p0 - r0 * g.wp);
+                strip0 = bt + (p0 - r0 * g.wq);
             } else if (!g.direct) {
                 pack_b(s, &g, xg, p0, np, npan, bt);
             } else if (full < npan) { /* partial last panel of a 1x1 conv: copy, zero-pad */
@@ -481,10 +521,10 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                                  y + plane + p0, np);
                         continue;
                     }
-                    /* columns q = oy*wp + ox of this tile; keep ox < ow, row by row */
+                    /* columns q = oy*wq + ox of this tile; keep ox < ow, row by row */
                     for (int64_t q = p0; q < p0 + np;) {
-                        const int64_t oy = q / g.wp, ox = q % g.wp;
-                        const int64_t len = A2R_MIN(g.wp - ox, p0 + np - q);
+                        const int64_t oy = q / g.wq, ox = q % g.wq;
+                        const int64_t len = A2R_MIN(g.wq - ox, p0 + np - q);
                         const int64_t keep = A2R_MAX(0, A2R_MIN(len, g.ow - ox));
                         const int64_t yo = plane + oy * g.ow + ox;
                         if (keep > 0)
