@@ -41,6 +41,9 @@ def _info(args: argparse.Namespace) -> int:
         eng = Engine(args.model, args.device)
         print(f"  model {eng.model.name} {eng.model.version}")
         print("  " + eng.plan.describe().replace("\n", "\n  "))
+        if eng.stream_plan.placements != eng.plan.placements:
+            print("  batches and streams:")
+            print("  " + eng.stream_plan.describe().replace("\n", "\n  "))
     print("\nsettings:")
     for name, value, doc in _settings.describe():
         print(f"  {name}={value}\n      {doc}")

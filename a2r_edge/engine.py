@@ -209,6 +209,8 @@ class Engine:
     the GPU runner to come (``_attach_gpu``); today only tests attach one.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
     finishing pictures overlap.
+    Plans: ``plan`` (the lowest latency) runs single pictures, ``stream_plan`` (the most frames
+    per second) runs convert_batch and stream; on a CPU-only machine they agree.
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
@@ -224,27 +226,28 @@ class Engine:
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = self._check_tile(tile)
         # Each ONNX stage becomes a function float32 NCHW -> float32 NCHW on its backend.
-        runners, unsupported, self._executors = {}, {}, {}
+        unsupported, self._executors = {}, {}
         from .model.arena import SharedArena
         self._arena = SharedArena()  # the native stages run one after another: one arena
         for stage in self.model.stages:
             if stage.kind == "onnx" and backend != "onnxruntime":
                 from .model import NativeExecutor, UnsupportedOpError
                 try:
-                    ex = self._executors[stage.name] = NativeExecutor(
-                        str(stage.params["file"]), self._arena)
-                    runners[stage.name] = ex.run
+                    self._executors[stage.name] = NativeExecutor(str(stage.params["file"]),
+                                                                 self._arena)
                 except UnsupportedOpError as exc:
                     unsupported[stage.name] = str(exc)
+        # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, unsupported)
-        for stage in self.model.stages:
-            if stage.kind == "onnx" and self.plan.backend_of(stage.name) == "onnxruntime":
-                from .backends.ort import OrtSession
-                self._executors.pop(stage.name, None)
-                session = OrtSession(str(stage.params["file"]), threads=self.plan.ort_threads or self.plan.threads)
-                runners[stage.name] = (
-                    lambda x, s=session: s.run({s.input_names[0]: x})[0])
-        self._runners = runners
+        self.stream_plan = make_plan(self.model.stages, device, backend, unsupported,
+                                     objective="throughput")
+        sessions: dict = {}
+        self._runners = self._runners_for(self.plan, sessions)
+        self._stream_runners = (self._runners if self.stream_plan.placements == self.plan.placements
+                                else self._runners_for(self.stream_plan, sessions))
+        native = {p.stage for plan in (self.plan, self.stream_plan) for p in plan.placements
+                  if p.backend == "native"}
+        self._executors = {n: ex for n, ex in self._executors.items() if n in native}
         adain = self.model.stage("adain")
         self._photo_stats = pkg.load_stats(adain.params["stats"]) if adain else None
         self._has_gf = self.model.stage("guided_filter") is not None
@@ -259,6 +262,24 @@ class Engine:
         self._model_id: bytes | None = None
         self._bpp: float | None = None
         self._pipe: Pipeline | None = None  # the last stream's pipeline (latency())
+
+    def _runners_for(self, plan, sessions: dict) -> dict[str, Callable]:
+        """{ONNX stage: runner on the backend ``plan`` places it on}; onnxruntime sessions are
+        made once (``sessions``) and shared by the plans."""
+        runners = {}
+        for stage in self.model.stages:
+            if stage.kind != "onnx":
+                continue
+            if plan.backend_of(stage.name) == "native":
+                runners[stage.name] = self._executors[stage.name].run
+                continue
+            session = sessions.get(stage.name)
+            if session is None:
+                from .backends.ort import OrtSession
+                session = sessions[stage.name] = OrtSession(
+                    str(stage.params["file"]), threads=plan.ort_threads or plan.threads)
+            runners[stage.name] = lambda x, s=session: s.run({s.input_names[0]: x})[0]
+        return runners
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -439,7 +460,8 @@ class Engine:
         def network(slot):
             if slot.done is None:
                 with self._lock:
-                    self._network_guarded(slot, tile, stats, content_stats)
+                    self._network_guarded(slot, tile, stats, content_stats,
+                                          self._stream_runners)
             return slot
 
         def post(slot):
@@ -468,11 +490,17 @@ class Engine:
 
     # --- GPU faults: out of memory -> smaller tiles -> the CPU, never a black picture ---------------
 
+    def _runner_maps(self) -> list[dict]:
+        """The runner maps of the single-picture and the stream plans (one when they agree)."""
+        return [self._runners] + ([self._stream_runners]
+                                  if self._stream_runners is not self._runners else [])
+
     def _attach_gpu(self, stage: str, runner: Callable) -> None:
         """Runs ONNX stage ``stage`` with ``runner`` (float32 NCHW -> float32 NCHW on a GPU),
         keeping its current runner as the CPU fallback."""
-        cpu = self._runners[stage]
-        self._runners[stage] = _GpuRunner(stage, runner, getattr(cpu, "cpu", cpu))
+        for runners in self._runner_maps():
+            cpu = runners[stage]
+            runners[stage] = _GpuRunner(stage, runner, getattr(cpu, "cpu", cpu))
 
     def _prep_guarded(self, img, tile, stats, cache_key=None) -> _Slot:
         """``_prep``; a tiled picture runs its network there, so GPU faults are handled here too."""
@@ -485,9 +513,9 @@ class Engine:
                 slot.done = self._recover(fault, img, tile, stats)
             return slot
 
-    def _network_guarded(self, slot: _Slot, tile, stats, content=None) -> None:
+    def _network_guarded(self, slot: _Slot, tile, stats, content=None, runners=None) -> None:
         try:
-            self._network(slot, stats, content)
+            self._network(slot, stats, content, runners)
         except _GpuFault as fault:
             slot.done = self._recover(fault, slot.img, tile, stats)
 
@@ -507,9 +535,10 @@ class Engine:
                 return tiling.convert_tiled(self, img, side, stats)
             except _GpuFault as again:
                 fault = again
-        for name, runner in list(self._runners.items()):
-            if isinstance(runner, _GpuRunner):
-                self._runners[name] = runner.cpu
+        for runners in self._runner_maps():
+            for name, runner in list(runners.items()):
+                if isinstance(runner, _GpuRunner):
+                    runners[name] = runner.cpu
         log.warning("%s; falling back to the CPU for every GPU stage", fault)
         slot = self._prep(img, tile=tile, stats=stats)
         try:
@@ -563,22 +592,23 @@ class Engine:
             x = self._run_onnx(stage, x, x)
         raise AssertionError("unreachable: the model has an AdaIN stage")
 
-    def _run_onnx(self, stage, x, picture):
+    def _run_onnx(self, stage, x, picture, runners=None):
         if stage.kind != "onnx":
             raise ValueError(f"model {self.model.name!r}: stage {stage.name!r} ({stage.kind}) "
                              f"must come after the AdaIN stage")
         # The native executor owns its output until its next run: consumed right away.
-        return stages.onnx(stage, self._runners[stage.name], x, picture)
+        return stages.onnx(stage, (runners or self._runners)[stage.name], x, picture)
 
-    def _network(self, slot: _Slot, stats, content=None) -> None:
+    def _network(self, slot: _Slot, stats, content=None, runners=None) -> None:
         """The model's stages on slot's picture -> slot.result (a slot buffer, so it survives
         the executors' next run). content: None (each picture's own AdaIN content statistics),
-        a fixed (mean, std) pair (tiles), or a function of the picture's own pair (video)."""
+        a fixed (mean, std) pair (tiles), or a function of the picture's own pair (video).
+        runners: the ONNX stages' runners (default: the single-picture plan's)."""
         picture = slot.bufs["picture"]
         x = picture
         for stage in self.model.stages:
             if stage.kind == "onnx":
-                x = self._run_onnx(stage, x, picture)
+                x = self._run_onnx(stage, x, picture, runners)
             elif stage.kind == "adain":
                 x = stages.adain(stage, x, stats if stats is not None else self._photo_stats,
                                  content, out=None if x is picture else x)

@@ -104,6 +104,37 @@ def test_stream_equals_sequential_convert(engine):
     assert lat["network"]["count"] == len(frames)
 
 
+def test_streams_run_the_throughput_plan(package, monkeypatch):
+    """Single pictures run ``plan`` (latency), batches and streams ``stream_plan`` (throughput):
+    a scheduler that places the decoder differently for the two gets each plan used where it
+    belongs, with one onnxruntime session and one native executor."""
+    from a2r_edge import engine as engine_mod
+    real = engine_mod.make_plan
+
+    def two_minds(stages, device, backend, unsupported, *, objective="latency", **kw):
+        return real(stages, device, "native" if objective == "latency" else "onnxruntime",
+                    unsupported, objective=objective, **kw)
+    monkeypatch.setattr(engine_mod, "make_plan", two_minds)
+    eng = Engine(str(package), cache_mb=0)
+    assert eng.plan.backend_of("decode") == "native"
+    assert eng.stream_plan.backend_of("decode") == "onnxruntime"
+    calls = {"plan": 0, "stream_plan": 0}
+    for runners, name in ((eng._runners, "plan"), (eng._stream_runners, "stream_plan")):
+        def counted(x, run=runners["decode"], name=name):
+            calls[name] += 1
+            return run(x)
+        runners["decode"] = counted
+    frames = [smooth_picture((40, 56, 3), seed=i) for i in range(5)]
+    eng.convert(frames[0])  # the first picture also probes the memory estimate
+    calls.update(plan=0)
+    want = [eng.convert(f) for f in frames]
+    assert calls == {"plan": 5, "stream_plan": 0}
+    got = list(eng.stream(frames)) + eng.convert_batch(frames)
+    assert calls == {"plan": 5, "stream_plan": 10}
+    for g, w in zip(got, want + want):  # native vs onnxruntime: within one level
+        assert np.abs(g.astype(int) - w).max() <= 1
+
+
 def test_stream_outputs_are_independent_arrays(engine):
     frames = [picture((32, 32, 3), seed=i) for i in range(6)]
     outs = list(engine.stream(frames))
