@@ -300,10 +300,12 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
                     cgroup_root: str = "/sys/fs/cgroup", etc_root: str = "/etc",
                     allowed_cpus: set[int] | None = None, nvidia_smi: str | None = "auto",
                     isas: tuple[str, ...] | None | str = "auto",
-                    machine: str | None = None) -> HardwareProfile:
+                    machine: str | None = None, onnxruntime: bool = True) -> HardwareProfile:
     """The ``HardwareProfile`` of this machine. Never raises on an unusual machine: what cannot
     be read is None. The roots, the allowed CPU set, the nvidia-smi path ("auto": search PATH;
     None: do not run it) and the ISA levels are parameters so tests can feed fake trees.
+    onnxruntime=False: do not load onnxruntime (about 20 MiB) to ask for its providers
+    (``onnxruntime_cuda`` is then False), for callers that need only the CPU side.
 
     >>> hw = detect_hardware()
     >>> hw.physical_cores, hw.caches.get("L2")
@@ -327,7 +329,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
         # Jetson GPUs share the system memory and have no nvidia-smi query.
         gpus = [GpuInfo(name=board, memory_bytes=None, compute_capability=None,
                         source="jetson")]
-    providers = _ort_providers()
+    providers = _ort_providers() if onnxruntime else None
     return HardwareProfile(
         cpu_model=_cpuinfo_model(cpuinfo) or board,
         architecture=machine if machine is not None else (platform.machine() or None),
@@ -361,10 +363,15 @@ def cache_dir() -> str:
     return os.path.join(base, "a2r_edge")
 
 
+def machine_key() -> str:
+    """This machine's ``HardwareProfile.machine_key()``, read without nvidia-smi or onnxruntime."""
+    return detect_hardware(nvidia_smi=None, onnxruntime=False).machine_key()
+
+
 def profile_path(hw: HardwareProfile | None = None) -> str:
     """Where ``python -m a2r_edge.bench --save-profile`` keeps this machine's profile."""
-    hw = hw or detect_hardware(nvidia_smi=None)
-    return os.path.join(cache_dir(), f"profile-{hw.machine_key()}.json")
+    key = hw.machine_key() if hw is not None else machine_key()
+    return os.path.join(cache_dir(), f"profile-{key}.json")
 
 
 def write_json_atomic(path: str, data: dict) -> None:

@@ -74,16 +74,23 @@ class Backend:
 
 def available_backends(hw=None) -> tuple[Backend, ...]:
     """Every backend, available or not (with the reason). ``hw``: a HardwareProfile (only to
-    say whether onnxruntime offers its CUDA provider)."""
+    say whether onnxruntime offers its CUDA provider; default: asked of onnxruntime when there
+    is a GPU to run it on, so a CPU-only plan never loads onnxruntime)."""
     why = _gpu_unavailable_reason()
-    ort_cuda = bool(hw.onnxruntime_cuda) if hw is not None else False
+    if hw is not None:
+        ort_cuda = bool(hw.onnxruntime_cuda)
+    elif why == NO_GPU_ENGINE:  # a usable GPU: does onnxruntime offer its CUDA provider?
+        from .hardware import _ort_providers
+        ort_cuda = "CUDAExecutionProvider" in (_ort_providers() or ())
+    else:  # no usable GPU, the reason for both GPU backends: onnxruntime is not loaded to ask
+        ort_cuda = None
     return (
         Backend("native", "cpu", ("onnx", "adain", "guided_filter")),
         Backend("onnxruntime", "cpu", ("onnx",)),
         Backend("cuda", "gpu", ("adain", "guided_filter"), False, why),
         Backend("onnxruntime-cuda", "gpu", ("onnx",), False,
-                why if ort_cuda else "onnxruntime does not offer its CUDA provider "
-                                     "(install onnxruntime-gpu)"),
+                "onnxruntime does not offer its CUDA provider (install onnxruntime-gpu)"
+                if ort_cuda is False else why),
     )
 
 
@@ -249,7 +256,7 @@ def _build_id() -> str:
 
 def calibration_path(stages, threads: int) -> str:
     from . import hardware
-    key = hardware.detect_hardware(nvidia_smi=None).machine_key()
+    key = hardware.machine_key()
     return os.path.join(hardware.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
                                               f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
 
@@ -410,8 +417,7 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS} or None, got {backend!r}")
     if backends is None:
-        from . import hardware
-        backends = available_backends(hardware.detect_hardware(nvidia_smi=None))
+        backends = available_backends()
     backends = tuple(backends)
     check_device(device, backends)
     stages = tuple(stages)

@@ -60,6 +60,21 @@ def test_matches_the_package_semantics(package, engine, shape):
     assert diff.max() <= 1, f"max difference {diff.max()} levels"
 
 
+def test_a_cpu_plan_without_onnxruntime_stages_never_loads_it(package):
+    """onnxruntime costs ~20 MiB of RSS: an Engine whose plan has no onnxruntime stage (and no
+    GPU to ask it about) does not import it."""
+    import subprocess
+    import sys
+    from a2r_edge.backends import cuda
+    if cuda.why_unavailable() is None:
+        pytest.skip("a usable GPU: onnxruntime is asked whether it offers its CUDA provider")
+    code = ("import sys; from a2r_edge import Engine; import numpy as np; "
+            f"e = Engine({str(package)!r}, backend='native'); e.convert(np.zeros((8, 8, 3), np.uint8)); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'onnxruntime'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_native_and_onnxruntime_backends_agree(package, engine):
     img = picture((48, 40, 3), seed=3)
     other = Engine(str(package), backend="onnxruntime")
