@@ -55,6 +55,25 @@ def median_time(fn, *, rounds: int = 9, warmup: int = 1, budget_s: float = 1.0) 
     return statistics.median(times)
 
 
+def interleaved_median_times(fns, *, rounds: int = 9, budget_s: float = 1.0) -> list[float]:
+    """Median seconds of each of ``fns``, timed in turns (one call of each per round, after one
+    untimed call each), so that a load which comes and goes on a shared machine weighs on all of
+    them alike: the ranking is what a plan needs. Up to ``rounds`` rounds, stopping early (after
+    at least 3) once ``budget_s`` is spent."""
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    start = time.perf_counter()
+    for i in range(rounds):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        if i >= 2 and time.perf_counter() - start > budget_s:
+            break
+    return [statistics.median(ts) for ts in times]
+
+
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20, budget_s: float = 1.0) -> float:
     """Copy bandwidth in bytes/s (read + written) of an ``nbytes`` float32 array, ``threads``
     threads each copying its own slice with numpy (it releases the GIL for large copies).
@@ -208,13 +227,15 @@ class StageChain:
         x, entries = picture, []
         for s in self.stages:
             x_in = np.array(x, copy=True)
+            backends = self.backends_of(s.name)
+            if progress:
+                progress(f"stage {s.name} {'/'.join(backends)} {size}^2")
+            runs = [lambda run=self.runners[(s.name, b)]: run(x_in, picture) for b in backends]
+            times = interleaved_median_times(runs, rounds=rounds,
+                                             budget_s=budget_s * len(runs))
             y = None
-            for backend in self.backends_of(s.name):
-                run = self.runners[(s.name, backend)]
-                if progress:
-                    progress(f"stage {s.name} {backend} {size}^2")
-                t = median_time(lambda: run(x_in, picture), rounds=rounds, budget_s=budget_s)
-                y = np.array(run(x_in, picture), copy=True)
+            for backend, run, t in zip(backends, runs, times):
+                y = np.array(run(), copy=True)
                 entries.append({"stage": s.name, "kind": s.kind, "backend": backend,
                                 "device": "cpu", "size": size, "ms": t * 1e3,
                                 "out_bytes": int(y.nbytes)})

@@ -4,10 +4,8 @@ picks is the fastest CPU placement when measured; the bench --quick profile fits
 import itertools
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -244,21 +242,8 @@ def test_stored_profile_of_this_model_is_used(tiny, tmp_path, monkeypatch):
     assert eng.plan.backend_of("decode") == "onnxruntime"
 
 
-def _interleaved_medians(fns: dict, rounds: int) -> dict:
-    """Median time of each fn, the fns taking turns so drift on a shared box hits all alike."""
-    times = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def test_chosen_plan_is_the_fastest_cpu_placement_when_measured(tiny, tmp_path, monkeypatch):
-    from a2r_edge.bench import StageChain
+    from a2r_edge.bench import StageChain, interleaved_median_times
     from a2r_edge.backends import cpu
 
     monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
@@ -271,7 +256,8 @@ def test_chosen_plan_is_the_fastest_cpu_placement_when_measured(tiny, tmp_path, 
     candidates = {combo: (lambda a=dict(zip(names, combo)): chain.run(picture, a))
                   for combo in itertools.product(*(chain.backends_of(n) for n in names))}
     assert len(candidates) == 4  # native / onnxruntime for each of the two ONNX stages
-    medians = _interleaved_medians(candidates, rounds=15)
+    medians = dict(zip(candidates, interleaved_median_times(list(candidates.values()), rounds=15,
+                                                            budget_s=float("inf"))))
     chosen = tuple(plan.backend_of(n) for n in names)
     best = min(medians.values())
     # generous margin: a shared 2-core box; a wrong pick between close candidates is harmless
