@@ -278,7 +278,7 @@ class Engine:
                 from .backends.ort import OrtSession
                 session = sessions[stage.name] = OrtSession(
                     str(stage.params["file"]), threads=plan.ort_threads or plan.threads)
-            runners[stage.name] = lambda x, s=session: s.run({s.input_names[0]: x})[0]
+            runners[stage.name] = session.runner()
         return runners
 
     # --- public API ------------------------------------------------------------------------------

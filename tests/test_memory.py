@@ -14,9 +14,18 @@ SLACK = 4096
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    return Engine(str(make_package(tmp_path_factory.mktemp("mpkg") / "tiny")),
-                  backend="native", cache_mb=0)
+def package(tmp_path_factory):
+    return str(make_package(tmp_path_factory.mktemp("mpkg") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def engine(package):
+    return Engine(package, backend="native", cache_mb=0)
+
+
+@pytest.fixture(scope="module")
+def ort_engine(package):
+    return Engine(package, backend="onnxruntime", cache_mb=0)
 
 
 def frames(n, shape=(64, 64, 3)):
@@ -32,8 +41,10 @@ def _numpy_bytes(snapshot):
         [tracemalloc.DomainFilter(True, dom)]).statistics("filename"))
 
 
+@pytest.mark.parametrize("backend", ["native", "onnxruntime"])
 @pytest.mark.parametrize("mode", ["convert", "stream"])
-def test_steady_state_allocates_only_the_outputs(engine, mode):
+def test_steady_state_allocates_only_the_outputs(request, backend, mode):
+    engine = request.getfixturevalue("engine" if backend == "native" else "ort_engine")
     run = (lambda fs: [engine.convert(f) for f in fs]) if mode == "convert" \
         else (lambda fs: list(engine.stream(fs)))
     run(list(frames(12)))  # warm-up: executor plans, slots, workspaces

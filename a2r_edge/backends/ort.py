@@ -120,3 +120,29 @@ class OrtSession:
     def run(self, feeds: Mapping[str, object]) -> list:
         """Run with {input name: array}; returns the outputs in the model's order."""
         return self.session.run(self.output_names, dict(feeds))
+
+    def runner(self):
+        """A function x -> y for a one-input one-output model on the CPU that allocates nothing
+        after the first run at each input shape: x is bound in place and y is written into a
+        buffer kept per input shape (onnxruntime's IOBinding), so y is owned by the runner and
+        overwritten by its next run at that shape, as the native executor's output is."""
+        if len(self.input_names) != 1 or len(self.output_names) != 1:
+            raise ValueError(f"runner() needs a single-input single-output model; this one has "
+                             f"inputs {self.input_names} and outputs {self.output_names}")
+        import numpy as np
+        (name_in,), (name_out,) = self.input_names, self.output_names
+        bindings: dict[tuple, tuple] = {}
+
+        def run(x):
+            x = np.ascontiguousarray(x, np.float32)
+            bound = bindings.get(x.shape)
+            if bound is None:  # the output's shape for this input shape: from one plain run
+                y = np.empty_like(self.run({name_in: x})[0], np.float32)
+                io = self.session.io_binding()
+                io.bind_output(name_out, "cpu", 0, np.float32, y.shape, y.ctypes.data)
+                bound = bindings[x.shape] = (io, y)
+            io, y = bound
+            io.bind_input(name_in, "cpu", 0, np.float32, x.shape, x.ctypes.data)
+            self.session.run_with_iobinding(io)
+            return y
+        return run
