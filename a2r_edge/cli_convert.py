@@ -55,7 +55,22 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="skip inputs whose output already exists and is complete (a decodable "
                         "picture of the expected size): continues an interrupted folder run")
+    p.add_argument("--ray", nargs="?", const="", type=_ray_address, metavar="ADDRESS",
+                   help="convert on a Ray cluster (needs the [ray] extra), this machine being "
+                        "one of its nodes: the Ray at ADDRESS (host:port or auto), or without "
+                        "one as ray.init() does (RAY_ADDRESS, else a new local Ray); put --ray "
+                        "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
+                        "local run writes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _ray_address(value: str) -> str:
+    from .distributed import is_address
+    if value and not is_address(value):  # most likely an INPUT after a bare --ray ("": none)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Ray address (host:port, auto or local); "
+            f"put --ray after the inputs or write --ray=ADDRESS")
+    return value
 
 
 def declared_size(head: bytes) -> tuple[int, int] | None:
@@ -302,8 +317,15 @@ def report(results: Iterable[Result], files: list[Path], targets: list[Path], sh
 
 
 def run(args: argparse.Namespace) -> int:
+    on_ray = getattr(args, "ray", None) is not None
+    if on_ray:
+        from . import distributed
+        distributed.require_ray()  # before any work: the one line saying what to install
     files, targets, shown, errors = plan_outputs(args)
-    results = convert_here(args, files, targets)
+    if on_ray:
+        results = distributed.convert_on_ray(args, files, targets)
+    else:
+        results = convert_here(args, files, targets)
     for line in errors:
         print(f"a2r_edge: error: {line}", file=sys.stderr)
     return report(results, files, targets, shown, errors, args.quiet)
