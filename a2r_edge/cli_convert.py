@@ -8,6 +8,10 @@ an output equal to an input is refused unless --overwrite. A bad or unreadable i
 in one line and skipped; the exit code is then 2, and the summary lists every failure at the
 end. --resume skips outputs that already exist and are complete (decodable, expected size).
 Picture headers declaring more than A2R_MAX_PIXELS pixels are refused before decoding.
+
+This module owns the files (listing, naming, --resume, atomic writes, failure report); a
+converter only turns inputs into output bytes: ``convert_here`` (one Engine, this machine) or,
+with --ray, ``distributed.convert_on_ray`` (Engine actors on a Ray cluster, same bytes).
 """
 from __future__ import annotations
 

@@ -118,16 +118,23 @@ def test_style_side_by_side_and_resume_on_ray(tmp_path, model, ray_session, caps
 
 
 @pytest.mark.ray
-def test_cli_joins_a_running_ray_by_address(tmp_path, model, ray_session, capsys):
-    """Another process attaches with --ray ADDRESS (after the inputs and after -o)."""
+@pytest.mark.parametrize("how", ["--ray ADDRESS", "RAY_ADDRESS"])
+def test_cli_joins_a_running_ray(tmp_path, model, ray_session, capsys, how):
+    """Another process attaches with --ray ADDRESS in the middle of the options, or with a bare
+    --ray last, as ray.init() does (RAY_ADDRESS); it leaves the cluster running."""
     src = tmp_path / "in.png"
     save(src, (21, 15, 3))
     assert convert(capsys, src, "-o", tmp_path / "local.png", "--model", model)[0] == 0
     address = ray_session.get_runtime_context().gcs_address
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2R_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("A2R_", "RAY_ADDRESS"))}
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, env.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, "-m", "a2r_edge", "convert", str(src), "--model", model,
-                        "--ray", address, "-o", str(tmp_path / "ray.png")], cwd=PACKAGE_ROOT,
+    args = [str(src), "--model", model]
+    if how == "RAY_ADDRESS":
+        env["RAY_ADDRESS"] = address
+        args += ["-o", str(tmp_path / "ray.png"), "--ray"]
+    else:
+        args += ["--ray", address, "-o", str(tmp_path / "ray.png")]
+    p = subprocess.run([sys.executable, "-m", "a2r_edge", "convert", *args], cwd=PACKAGE_ROOT,
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "ray.png").read_bytes() == (tmp_path / "local.png").read_bytes()
