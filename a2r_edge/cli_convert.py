@@ -8,6 +8,10 @@ an output equal to an input is refused unless --overwrite. A bad or unreadable i
 in one line and skipped; the exit code is then 2, and the summary lists every failure at the
 end. --resume skips outputs that already exist and are complete (decodable, expected size).
 Picture headers declaring more than A2R_MAX_PIXELS pixels are refused before decoding.
+
+This module owns the files (listing, naming, --resume, atomic writes, failure report); a
+converter only turns inputs into output bytes: ``convert_here`` (one Engine, this machine) or,
+with --ray, ``distributed.convert_on_ray`` (Engine actors on a Ray cluster, same bytes).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import os
 import struct
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +59,22 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="skip inputs whose output already exists and is complete (a decodable "
                         "picture of the expected size): continues an interrupted folder run")
+    p.add_argument("--ray", nargs="?", const="", type=_ray_address, metavar="ADDRESS",
+                   help="convert on a Ray cluster (needs the [ray] extra), this machine being "
+                        "one of its nodes: the Ray at ADDRESS (host:port or auto), or without "
+                        "one as ray.init() does (RAY_ADDRESS, else a new local Ray); put --ray "
+                        "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
+                        "local run writes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _ray_address(value: str) -> str:
+    from .distributed import is_address
+    if value and not is_address(value):  # most likely an INPUT after a bare --ray ("": none)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Ray address (host:port, auto or local); "
+            f"put --ray after the inputs or write --ray=ADDRESS")
+    return value
 
 
 def declared_size(head: bytes) -> tuple[int, int] | None:
@@ -88,16 +108,23 @@ def declared_size(head: bytes) -> tuple[int, int] | None:
     return None
 
 
-def read_picture(path: Path) -> np.ndarray:
-    import cv2
-
-    from . import _settings
+def read_bytes(path: Path) -> np.ndarray:
+    """The file's bytes (uint8); InputError when it cannot be read or is empty."""
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if data.size == 0:
         raise InputError(f"{path}: empty file")
+    return data
+
+
+def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
+    """A file's bytes (``read_bytes``) -> uint8 picture as OpenCV reads it; ``path`` names the
+    picture in errors. InputError for what cannot be decoded or is too large."""
+    import cv2
+
+    from . import _settings
     size, limit = declared_size(data[:1 << 16].tobytes()), _settings.get("A2R_MAX_PIXELS")
     if size is not None and size[0] * size[1] > limit:
         raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
@@ -117,17 +144,27 @@ def read_picture(path: Path) -> np.ndarray:
     return img
 
 
-def write_picture(path: Path, img: np.ndarray) -> None:
-    """Encode by the extension, write to a temporary file beside ``path``, rename into place."""
+def read_picture(path: Path) -> np.ndarray:
+    return decode_picture(read_bytes(path), path)
+
+
+def encode_picture(path: Path, img: np.ndarray) -> bytes:
+    """``img`` encoded in the format ``path``'s extension names (PNG without one)."""
     import cv2
     ext = path.suffix.lower() or ".png"
     ok, buf = cv2.imencode(ext, img)
     if not ok:
         raise OSError(f"{path}: OpenCV cannot encode {ext} pictures")
+    return buf.tobytes()
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename into place (never half a file
+    under the final name)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(buf.tobytes())
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -176,9 +213,30 @@ def side_by_side(src: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.hstack([src.reshape(out.shape), out])
 
 
-def run(args: argparse.Namespace) -> int:
-    from .engine import Engine
+# A picture failing with one of these is reported and skipped (InputError is a ValueError;
+# RuntimeError/MemoryError: a conversion refused for its size); anything else is a bug.
+CONVERT_ERRORS = (ValueError, OSError, MemoryError, RuntimeError)
 
+# What a converter yields per input: (index into the inputs, the output file's bytes, the
+# failure line). (i, bytes, None): converted; (i, None, line): failed; (i, None, None): skipped
+# by --resume, its output already complete. Any order; each index once.
+Result = tuple[int, "bytes | None", "str | None"]
+
+
+def failure(src_path: Path, exc: BaseException) -> str:
+    """The one line reporting ``exc`` for input ``src_path``; it always names the input."""
+    text = str(exc)
+    return text if text.startswith(str(src_path)) else f"{src_path}: {type(exc).__name__}: {text}"
+
+
+def finish(img: np.ndarray, out: np.ndarray, dst_path: Path, sbs: bool) -> bytes:
+    """Input ``img`` converted to ``out`` -> the bytes of its output file at ``dst_path``."""
+    return encode_picture(dst_path, side_by_side(img, out) if sbs else out)
+
+
+def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path, list[str]]:
+    """(inputs, their output paths, the path the summary shows, error lines for missing
+    inputs). ValueError for a usage error (bad output name, name clashes, an input as output)."""
     files, errors = collect_inputs(args.inputs)
     out_arg = Path(args.output)
     single = len(files) == 1 and len(args.inputs) == 1 and Path(args.inputs[0]).is_file() \
@@ -204,35 +262,74 @@ def run(args: argparse.Namespace) -> int:
             if t.resolve() in inputs:
                 raise ValueError(f"output {t} is also an input: refusing to overwrite it "
                                  f"(use --overwrite)")
+    return files, targets, targets[0] if single else out_arg, errors
+
+
+def convert_here(args: argparse.Namespace, files: list[Path],
+                 targets: list[Path]) -> Iterator[Result]:
+    """This machine's converter: one Engine, the inputs in order. The Engine is built now (its
+    errors are usage errors); the pictures are converted as the results are taken."""
+    from .engine import Engine
 
     engine = Engine(args.model, device=args.device, roi=args.roi)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
-    for line in errors:
-        print(f"a2r_edge: error: {line}", file=sys.stderr)
-    done, skipped = 0, []
-    for i, (src_path, dst_path) in enumerate(zip(files, targets), 1):
-        try:
-            img = read_picture(src_path)
-            if args.resume and output_complete(dst_path, img.shape, engine.model.scale,
-                                               args.side_by_side):
-                skipped.append(dst_path)
-                continue
-            out = engine.convert(img, style=style)
-            if args.side_by_side:
-                out = side_by_side(img, out)
-            write_picture(dst_path, out)
+
+    def results():
+        for i, (src_path, dst_path) in enumerate(zip(files, targets)):
+            try:
+                img = read_picture(src_path)
+                if args.resume and output_complete(dst_path, img.shape, engine.model.scale,
+                                                   args.side_by_side):
+                    yield i, None, None
+                    continue
+                out = engine.convert(img, style=style)
+                yield i, finish(img, out, dst_path, args.side_by_side), None
+            except CONVERT_ERRORS as exc:  # one bad picture never stops the others
+                yield i, None, failure(src_path, exc)
+    return results()
+
+
+def report(results: Iterable[Result], files: list[Path], targets: list[Path], shown: Path,
+           errors: list[str], quiet: bool) -> int:
+    """Writes each output as it comes (atomically), prints progress, then the summary with
+    every failure (in input order) at the end; returns the exit code (2: something failed)."""
+    done, skipped, failed = 0, 0, []
+    for i, data, line in results:
+        src_path, dst_path = files[i], targets[i]
+        if data is not None:
+            try:
+                write_bytes(dst_path, data)
+            except OSError as exc:
+                line = failure(src_path, exc)
+        if line is not None:
+            failed.append((i, line))
+            print(f"a2r_edge: error: [{i + 1}/{len(files)}] {line}", file=sys.stderr)
+        elif data is None:
+            skipped += 1
+        else:
             done += 1
-            if not args.quiet:
-                print(f"[{i}/{len(files)}] {src_path} -> {dst_path}", file=sys.stderr)
-        except (ValueError, OSError, MemoryError, RuntimeError) as exc:  # InputError included
-            # One bad picture (or a conversion refused for its size) never stops the others.
-            errors.append(str(exc) if str(exc).startswith(str(src_path)) else
-                          f"{src_path}: {type(exc).__name__}: {exc}")
-            print(f"a2r_edge: error: [{i}/{len(files)}] {exc}", file=sys.stderr)
+            if not quiet:
+                print(f"[{i + 1}/{len(files)}] {src_path} -> {dst_path}", file=sys.stderr)
+    errors = errors + [line for _, line in sorted(failed)]
     print(f"converted {done} of {len(files)} picture(s)" +
-          (f"; skipped {len(skipped)} already complete" if skipped else "") +
+          (f"; skipped {skipped} already complete" if skipped else "") +
           (f"; {len(errors)} failed" if errors else "") +
-          (f"; output: {targets[0] if single else out_arg}" if done or skipped else ""))
+          (f"; output: {shown}" if done or skipped else ""))
     for line in errors:  # the failures again, together at the end
         print(f"failed: {line}")
     return 2 if errors else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    on_ray = getattr(args, "ray", None) is not None
+    if on_ray:
+        from . import distributed
+        distributed.require_ray()  # before any work: the one line saying what to install
+    files, targets, shown, errors = plan_outputs(args)
+    if on_ray:
+        results = distributed.convert_on_ray(args, files, targets)
+    else:
+        results = convert_here(args, files, targets)
+    for line in errors:
+        print(f"a2r_edge: error: {line}", file=sys.stderr)
+    return report(results, files, targets, shown, errors, args.quiet)
