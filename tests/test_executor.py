@@ -70,6 +70,27 @@ def test_conv_epilogue_fusions():
     assert p.fusions["conv_residual"] == 1 and p.fusions["conv_activation"] == 2
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_activation_after_depth_to_space_joins_the_conv(threads, mode):
+    """Conv -> DepthToSpace -> LeakyRelu runs as Conv(+LeakyRelu) -> DepthToSpace; a shuffle
+    whose output has a second reader keeps its activation where it is."""
+    rng = np.random.default_rng(4)
+    b = Builder(rng, 4)
+    y = b.node("LeakyRelu", [b.node("DepthToSpace", [b.conv("x", 4, 12)], blocksize=2,
+                                    mode=mode)], alpha=0.2)
+    t = b.node("DepthToSpace", [b.conv(y, 3, 12)], blocksize=2, mode=mode)
+    y = b.node("Add", [b.node("Relu", [t]), t])
+    m = b.model(y)
+    ex = NativeExecutor(m)
+    x = rng.standard_normal((1, 4, 11, 9)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.fusions["activation_before_shuffle"] == 1
+    assert [n.op for n in p.nodes] == ["Conv", "DepthToSpace", "Conv", "DepthToSpace", "Relu",
+                                       "Add"]
+    assert p.nodes[0].attrs["activation"] == "leaky_relu"
+
+
 @pytest.mark.parametrize("act", ["Relu", "LeakyRelu"])
 def test_instance_norm_activation_fused(threads, act):
     """InstanceNormalization + Relu/LeakyRelu -> one AdaIN node with the activation in its

@@ -329,16 +329,18 @@ def _per_channel(c: np.ndarray, channels: int) -> np.ndarray | None:
 def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, int]]:
     """Fused node list (new Node objects; graph untouched) and counters of each fusion.
 
-    x*Sigmoid(x) -> SiLU; Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a
-    same-shape tensor -> residual; Conv/InstanceNorm/AdaIN + activation -> one node. A node is
+    x*Sigmoid(x) -> SiLU; DepthToSpace + activation -> activation + DepthToSpace (the activation
+    is elementwise, the shuffle only moves values: so the activation can join the Conv before);
+    Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a same-shape tensor ->
+    residual; Conv/InstanceNorm/AdaIN + activation -> one node. A node is
     absorbed only when its input has no other reader and is not a graph output; the fused node
     runs at the position of the last node it absorbed (all its inputs exist by then).
     """
     consts, outs = graph.consts, set(graph.outputs)
     nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                  attrs=dict(n.attrs)) for n in graph.nodes]
-    count = dict(silu=0, conv_bias=0, conv_scale=0, conv_residual=0, conv_activation=0,
-                 norm_activation=0, instance_norm_to_adain=0)
+    count = dict(silu=0, activation_before_shuffle=0, conv_bias=0, conv_scale=0,
+                 conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0)
     pos = {id(n): i for i, n in enumerate(nodes)}
     dead: set[int] = set()
 
@@ -359,6 +361,15 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                 n.op, n.inputs, n.attrs = "SiLU", [s.inputs[0]], {}
                 count["silu"] += 1
                 break
+    for d in nodes:
+        a = sole_consumer(d.outputs[0]) if d.op == "DepthToSpace" else None
+        if a is None or a.op not in ("Relu", "LeakyRelu", "SiLU"):
+            continue
+        pre = f"{d.outputs[0]}:{a.op}"  # new tensor: the activation, before the shuffle
+        shapes[pre] = shapes[d.inputs[0]]
+        a.inputs, a.outputs, d.inputs, d.outputs = [d.inputs[0]], [pre], [pre], a.outputs
+        pos[id(a)], pos[id(d)] = pos[id(d)], pos[id(a)]
+        count["activation_before_shuffle"] += 1
     for n in nodes:
         if n.op == "InstanceNormalization":
             n.op = "AdaIN"   # same arithmetic: style_std = scale, style_mean = B
