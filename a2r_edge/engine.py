@@ -421,9 +421,9 @@ class Engine:
             total += sum(ex.output_bytes() for ex in exs)
             # onnxruntime stages: ~256 B per pixel each (its arena is not visible)
             total += 256 * side * side * (len(self._runners) - len(self._executors))
-            # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel yhwc, ychw, guided
-            # filter result and its internal sums (~5 planes of 12 B), out8 3
-            self._bpp = total / (side * side) + 23 + scale * scale * (36 + 60 + 3)
+            # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel ychw 12, the guided
+            # filter's base plane 4 and its working sums (at most 24), out8 3
+            self._bpp = total / (side * side) + 23 + scale * scale * (12 + 4 + 24 + 3)
         return self._bpp
 
     def tile_size_for(self, h: int, w: int, tile: int | None) -> int | None:
@@ -627,8 +627,7 @@ class Engine:
         oh, ow = x.shape[2:]
         return stages.guided_filter(
             stage, x, slot.bufs["guide"],
-            hwc=self._shared.buf("yhwc", (oh, ow, 3)),  # network steps run one at a time
-            base=self._shared.buf("gf_base", (oh, ow, 3)),
+            base=self._shared.buf("gf_base", (oh, ow)),  # network steps run one at a time
             out=slot.buf("ychw", (1, 3, oh, ow)))
 
     def _post(self, slot: _Slot) -> np.ndarray:

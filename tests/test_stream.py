@@ -210,14 +210,14 @@ def test_memory_budget_turns_tiling_on(package, monkeypatch):
     eng = Engine(str(package), cache_mb=0)
     bpp = eng.bytes_per_pixel()
     assert 20 < bpp < 100_000
-    # 8 MiB: small enough to tile a 300x260 picture, large enough that the 64 px tile floor
+    # 8 MiB: small enough to tile a 400x360 picture, large enough that the 64 px tile floor
     # does not decide the size.
     monkeypatch.setenv("A2R_MEMORY_MB", "8")
     side = eng.tile_size_for(2000, 2000, None)
     assert side is not None and side * side * bpp < (8 << 20)
-    assert eng.tile_size_for(300, 260, None) is not None
+    assert eng.tile_size_for(400, 360, None) is not None
     assert eng.tile_size_for(16, 16, None) is None
-    img = smooth_picture((300, 260, 3), seed=11)
+    img = smooth_picture((400, 360, 3), seed=11)
     tiled = eng.convert(img)   # over the 8 MiB budget: tiled
     monkeypatch.delenv("A2R_MEMORY_MB")
     assert np.abs(tiled.astype(int) - eng.convert(img)).max() <= 2
