@@ -238,8 +238,9 @@ def test_winograd_large_offset(native, rng, offset):
 
 
 def test_winograd_vs_direct(native, rng):
-    """Forced Winograd and forced direct agree at the benchmark scale; auto takes Winograd for
-    32 channels in and out and the direct path below (bit-identical to the forced path)."""
+    """Forced Winograd and forced direct agree at the benchmark scale; auto takes Winograd from
+    16 channels in and out with C*O >= 768 and the direct path otherwise (bit-identical to the
+    forced path)."""
     x, wt, b = make(rng, 1, 32, 64, 48, 32, 3)
     conv = ops.Conv2d(wt, b, pad=1, activation="silu")  # one packing serves both paths
     got = {}
@@ -249,14 +250,17 @@ def test_winograd_vs_direct(native, rng):
     np.testing.assert_allclose(got["winograd"], got["direct"], **REDUCTION)
     assert not np.array_equal(got["winograd"], got["direct"])  # two different sums
     np.testing.assert_array_equal(got["auto"], got["winograd"])
-    x, wt, b = make(rng, 1, 16, 20, 20, 16, 3)
-    conv = ops.Conv2d(wt, b, pad=1)
-    with conv_algo("direct"):
-        direct = conv(x)
-    with conv_algo("winograd"):
-        wino = conv(x)
-    np.testing.assert_allclose(wino, direct, **REDUCTION)
-    np.testing.assert_array_equal(conv(x), direct)
+    for c, o, auto in ((16, 16, "direct"), (16, 24, "direct"), (24, 24, "direct"),
+                       (24, 32, "winograd"), (24, 48, "winograd"), (48, 16, "winograd"),
+                       (8, 96, "direct")):
+        x, wt, b = make(rng, 1, c, 20, 20, o, 3)
+        conv = ops.Conv2d(wt, b, pad=1)
+        with conv_algo("direct"):
+            direct = conv(x)
+        with conv_algo("winograd"):
+            wino = conv(x)
+        np.testing.assert_allclose(wino, direct, **REDUCTION)
+        np.testing.assert_array_equal(conv(x), {"direct": direct, "winograd": wino}[auto])
 
 
 def test_winograd_not_for_other_shapes(rng):

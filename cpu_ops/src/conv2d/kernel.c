@@ -390,12 +390,17 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
 /* Winograd where it can run and was measured to pay: enough input and output channels that the
  * 16 GEMMs outweigh the transforms. Forced-path timings, 1 thread, 64^2-256^2 maps: C = O >= 32
  * 1.2-1.8x (AVX-512) and 1.2-2.2x (AVX2) faster than direct except one 0.94x; C = O = 16
- * 0.56-1.16x; C = 32, O = 8 and C = 8, O = 32 0.83-1.03x; C = 3 (first layer) 0.8-0.9x. */
-#define WINO_MIN_C 32
-#define WINO_MIN_O 32
+ * 0.56-1.16x; C = 32, O = 8 and C = 8, O = 32 0.83-1.03x; C = 3 (first layer) 0.8-0.9x.
+ * Between 16 and 32 channels, C*O decides (AVX-512 / AVX2, 1 thread, 128^2-256^2): 24 -> 48
+ * 1.56x / 1.45x, 24 -> 32 1.42x, 48 -> 24 1.31x, but 24 -> 24 1.21x / 0.80x, 16 -> 24
+ * 1.03-1.12x, 16 -> 16 0.91-0.99x; C*O >= 768 keeps only the clear wins. */
+#define WINO_MIN_C 16
+#define WINO_MIN_O 16
+#define WINO_MIN_CO 768
 static int use_winograd(const a2r_conv2d_shape *s) {
     if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
-    return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD || (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O);
+    return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD ||
+           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO);
 }
 
 /* Direct packing first; shapes Winograd can run also get U after it (either path can then be
