@@ -54,7 +54,7 @@ extern int a2r_conv2d_algo;
 #define MIN_STRIP_OUT_ROWS 4
 
 typedef struct {
-    int64_t oh, ow, p, cg, og, k, og_pad, nt, slot;
+    int64_t oh, ow, p, cg, og, k, mr, og_pad, nt, slot;
     int direct, depthwise, implicit;
     /* implicit path: strip row width, phase planes per channel, strip rows per phase plane,
      * pixel columns q */
@@ -88,7 +88,10 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
     g.cg = s->c / s->groups;
     g.og = s->o / s->groups;
     g.k = g.cg * s->kh * s->kw;
-    g.og_pad = (g.og + MR - 1) / MR * MR;
+    /* Rows per weight block: MR, or MR/2 for a few output channels (a 3-channel RGB output
+     * layer would leave 5 of 8 AVX-512 rows as zeros; with 4 rows, 1). */
+    g.mr = g.og <= MR / 2 ? MR / 2 : MR;
+    g.og_pad = (g.og + g.mr - 1) / g.mr * g.mr;
     g.direct = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                s->pad_h == 0 && s->pad_w == 0;
     g.depthwise = g.cg == 1 && g.og == 1;
@@ -127,33 +130,43 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
  * (rows past og are zeros, so the micro-kernel never branches on them). */
 
 
-/* C[i*ldc + j] = sum_k A[k*MR + i] * B[row_k + j], i < MR, j < NR, the whole tile in registers;
+/* C[i*ldc + j] = sum_k A[k*mr + i] * B[row_k + j], i < mr, j < NR, the whole tile in registers;
  * row_k = off[k] (implicit GEMM: per-tap offsets into the padded input) or k*ldb when off is
- * NULL. Inlined with constant NULL/non-NULL so each call site gets its own loop. */
-static inline void micro_kernel(int64_t kk, const float *restrict a, const float *restrict b,
-                                const int32_t *restrict off, int64_t ldb, float *restrict c,
-                                int64_t ldc) {
+ * NULL. Inlined with constant mr and NULL/non-NULL so each call site gets its own loop. */
+static inline void micro_kernel(const int mr, int64_t kk, const float *restrict a,
+                                const float *restrict b, const int32_t *restrict off,
+                                int64_t ldb, float *restrict c, int64_t ldc) {
     v_t acc[MR][NV];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) acc[i][v] = v_zero();
-    for (int64_t k = 0; k < kk; k++, a += MR) {
+    for (int64_t k = 0; k < kk; k++, a += mr) {
         const float *bk = off ? b + off[k] : b + k * ldb;
         v_t bv[NV];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) bv[v] = v_load(bk + v * VL);
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < mr; i++) {
             v_t av = v_set1(a[i]);
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = v_fma(av, bv[v], acc[i][v]);
         }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++)
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
+}
+
+/* micro_kernel for a block of g->mr rows (one of the two constants, each its own code). */
+static inline void block_kernel(const geometry *g, const float *restrict a,
+                                const float *restrict b, const int32_t *restrict off,
+                                int64_t ldb, float *restrict c, int64_t ldc) {
+    if (g->mr == MR)
+        micro_kernel(MR, g->k, a, b, off, ldb, c, ldc);
+    else
+        micro_kernel(MR / 2, g->k, a, b, off, ldb, c, ldc);
 }
 
 /* First o >= 0 with o*stride + offset >= 0, i.e. ceil(-offset / stride). */
@@ -408,10 +421,10 @@ static int use_winograd(const a2r_conv2d_shape *s) {
 int64_t A2R_KERNEL(a2r_conv2d_packed_size)(const a2r_conv2d_shape *s) {
     geometry g = geometry_of(s);
     if (g.depthwise) return s->o * s->kh * s->kw;
-    return s->groups * g.og_pad * g.k + (wino_able(s) ? 16 * g.og_pad * s->c : 0);
+    return s->groups * g.og_pad * g.k + (wino_able(s) ? 16 * wino_o_pad(s) * s->c : 0);
 }
 
-/* Depthwise: w as is. GEMM: per group, per block of MR output rows, K steps of MR floats
+/* Depthwise: w as is. GEMM: per group, per block of mr output rows, K steps of mr floats
  * (rows past og are zeros, so the micro-kernel never branches on them). */
 void A2R_KERNEL(a2r_conv2d_pack)(const a2r_conv2d_shape *s, const float *restrict w,
                                  float *restrict packed) {
@@ -422,13 +435,13 @@ void A2R_KERNEL(a2r_conv2d_pack)(const a2r_conv2d_shape *s, const float *restric
     }
     float *p = packed;
     for (int64_t gi = 0; gi < s->groups; gi++)
-        for (int64_t ob = 0; ob < g.og_pad; ob += MR)
+        for (int64_t ob = 0; ob < g.og_pad; ob += g.mr)
             for (int64_t kk = 0; kk < g.k; kk++)
-                for (int64_t i = 0; i < MR; i++, p++) {
+                for (int64_t i = 0; i < g.mr; i++, p++) {
                     int64_t o = ob + i;
                     *p = o < g.og ? w[(gi * g.og + o) * g.k + kk] : 0.0f;
                 }
-    if (wino_able(s)) wino_pack(s, &g, w, p);
+    if (wino_able(s)) wino_pack(s, w, p);
 }
 
 /* Enough for either path, so the path can be switched without a new workspace. */
@@ -454,7 +467,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                   workspace_floats, y);
         return;
     }
-    const int64_t blocks = g.og_pad / MR, tiles = (g.q + g.nt - 1) / g.nt;
+    const int64_t blocks = g.og_pad / g.mr, tiles = (g.q + g.nt - 1) / g.nt;
     const int64_t images = s->n * s->groups;
     int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_floats / g.slot));
     const int64_t per_chunk = rows_per_item(blocks, images * tiles, nthr);
@@ -504,23 +517,23 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                 }
             }
             for (int64_t ob = b0; ob < b1; ob++) {
-                const float *wb = wg + ob * MR * g.k;
+                const float *wb = wg + ob * g.mr * g.k;
                 for (int64_t pan = 0; pan < npan; pan++) {
                     if (g.implicit) {
-                        micro_kernel(g.k, wb, strip0 + pan * NR, off, 0, ct + pan * NR, g.nt);
+                        block_kernel(&g, wb, strip0 + pan * NR, off, 0, ct + pan * NR, g.nt);
                     } else if (pan < full) {
-                        micro_kernel(g.k, wb, xg + p0 + pan * NR, NULL, g.p, ct + pan * NR, g.nt);
+                        block_kernel(&g, wb, xg + p0 + pan * NR, NULL, g.p, ct + pan * NR, g.nt);
                     } else {
-                        micro_kernel(g.k, wb, bt + (g.direct ? 0 : pan * g.k * NR), NULL, NR,
+                        block_kernel(&g, wb, bt + (g.direct ? 0 : pan * g.k * NR), NULL, NR,
                                      ct + pan * NR, g.nt);
                     }
                 }
                 /* epilogue of this block while its C rows are in L1/L2 */
-                const int64_t o1 = A2R_MIN((ob + 1) * MR, g.og);
-                for (int64_t o = ob * MR; o < o1; o++) {
+                const int64_t o1 = A2R_MIN((ob + 1) * g.mr, g.og);
+                for (int64_t o = ob * g.mr; o < o1; o++) {
                     const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
                     const float bo = bias ? bias[oc] : 0.0f;
-                    const float *cr = ct + (o - ob * MR) * g.nt;
+                    const float *cr = ct + (o - ob * g.mr) * g.nt;
                     if (!g.implicit) {
                         epilogue(cr, bo, residual ? residual + plane + p0 : NULL, act, alpha,
                                  y + plane + p0, np);

@@ -70,11 +70,17 @@ static void wino_filter(const float *g9, float u[16]) {
         for (int j = 0; j < 4; j++) u[i * 4 + j] = (float)r[i][j];
 }
 
+/* Output channels padded to whole MR blocks: Winograd always uses the full-height tile (the
+ * direct path's g->og_pad may count half-height blocks). */
+static inline int64_t wino_o_pad(const a2r_conv2d_shape *s) {
+    return (s->o + MR - 1) / MR * MR;
+}
+
 /* Packed U: position p, block ob of MR output channels, C steps of MR floats (zero rows past o). */
-static void wino_pack(const a2r_conv2d_shape *s, const geometry *g, const float *restrict w,
+static void wino_pack(const a2r_conv2d_shape *s, const float *restrict w,
                       float *restrict packed) {
-    const int64_t c = s->c, blocks = g->og_pad / MR;
-    for (int64_t o = 0; o < g->og_pad; o++)
+    const int64_t c = s->c, blocks = wino_o_pad(s) / MR;
+    for (int64_t o = 0; o < wino_o_pad(s); o++)
         for (int64_t ci = 0; ci < c; ci++) {
             float u[16] = {0};
             if (o < s->o) wino_filter(w + (o * c + ci) * 9, u);
@@ -215,12 +221,12 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
                       int act, float alpha, float *workspace, int64_t workspace_floats,
                       float *restrict y) {
     const wino_geometry wg = wino_geometry_of(s, g);
-    const int64_t blocks = g->og_pad / MR, tblocks = (wg.tiles + wg.nt - 1) / wg.nt;
+    const int64_t blocks = wino_o_pad(s) / MR, tblocks = (wg.tiles + wg.nt - 1) / wg.nt;
     int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_floats / wg.slot));
     const int64_t per_chunk = rows_per_item(blocks, s->n * tblocks, nthr);
     const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
     const int64_t items = s->n * tblocks * chunks;
-    if (items * wg.nt * g->og_pad * s->c * 16 < A2R_PAR_GRAIN * 16) nthr = 1;
+    if (items * wg.nt * wino_o_pad(s) * s->c * 16 < A2R_PAR_GRAIN * 16) nthr = 1;
     #pragma omp parallel num_threads(nthr)
     {
         float *slot = thread_slot(workspace, A2R_THREAD_ID(), wg.slot);
@@ -240,8 +246,8 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
                 for (int p = 0; p < 16; p++) {
                     const float *wa = packed + (p * blocks + ob) * s->c * MR;
                     for (int64_t pan = 0; pan < npan; pan++)
-                        micro_kernel(s->c, wa, vt + p * s->c * wg.nt + pan * NR, NULL, wg.nt,
-                                     mt + p * MR * wg.nt + pan * NR, wg.nt);
+                        micro_kernel(MR, s->c, wa, vt + p * s->c * wg.nt + pan * NR, NULL,
+                                     wg.nt, mt + p * MR * wg.nt + pan * NR, wg.nt);
                 }
                 const int64_t o1 = A2R_MIN((ob + 1) * MR, s->o);
                 for (int64_t o = ob * MR; o < o1; o++) {
