@@ -241,27 +241,34 @@ static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *re
     }
 }
 
-/* y[j] = act(c[j] + b + r[j]) for j < n; r may be NULL; y may equal c. */
-static inline void epilogue(const float *c, float b, const float *restrict r, int act,
-                            float alpha, float *y, int64_t n) {
-    if (r) {
-        for (int64_t j = 0; j < n; j++) y[j] = c[j] + b + r[j];
-    } else {
-        for (int64_t j = 0; j < n; j++) y[j] = c[j] + b;
-    }
+/* act(v) for an activation known where it is inlined (each epilogue loop gets its own). */
+static inline float activate(float v, const int act, float alpha) {
     switch (act) {
-    case A2R_ACT_RELU:
-        for (int64_t j = 0; j < n; j++) y[j] = y[j] > 0.0f ? y[j] : 0.0f;
-        break;
-    case A2R_ACT_LEAKY_RELU:
-        for (int64_t j = 0; j < n; j++) y[j] = y[j] >= 0.0f ? y[j] : alpha * y[j];
-        break;
-    case A2R_ACT_SILU:
-        for (int64_t j = 0; j < n; j++) y[j] = a2r_silu1(y[j]);
-        break;
-    default: break;
+    case A2R_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case A2R_ACT_LEAKY_RELU: return v >= 0.0f ? v : alpha * v;
+    case A2R_ACT_SILU: return a2r_silu1(v);
+    default: return v;
     }
 }
+
+/* y[j] = act(c[j] + b + r[j]) for j < n in one pass; r may be NULL; y may equal c. */
+#define EPILOGUE_PASS(ACT)                                                                   \
+    do {                                                                                     \
+        if (r)                                                                               \
+            for (int64_t j = 0; j < n; j++) y[j] = activate(c[j] + b + r[j], ACT, alpha);   \
+        else                                                                                 \
+            for (int64_t j = 0; j < n; j++) y[j] = activate(c[j] + b, ACT, alpha);          \
+    } while (0)
+static inline void epilogue(const float *c, float b, const float *restrict r, int act,
+                            float alpha, float *y, int64_t n) {
+    switch (act) {
+    case A2R_ACT_RELU: EPILOGUE_PASS(A2R_ACT_RELU); break;
+    case A2R_ACT_LEAKY_RELU: EPILOGUE_PASS(A2R_ACT_LEAKY_RELU); break;
+    case A2R_ACT_SILU: EPILOGUE_PASS(A2R_ACT_SILU); break;
+    default: EPILOGUE_PASS(A2R_ACT_NONE); break;
+    }
+}
+#undef EPILOGUE_PASS
 
 static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float *restrict x,
                       const float *restrict wt, const float *bias, const float *residual,
