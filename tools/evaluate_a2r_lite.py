@@ -308,7 +308,8 @@ def main():
             f"{r['steps']} steps of the 0.1.0 training script (a `--minutes` run: the step "
             "count is recorded, the schedule followed the clock)" for r in tr.get("runs", []))
         + "; then `python tools/evaluate_a2r_lite.py --tune` (enhance stage).", "",
-        "Held-out photos (never trained on, never tuned on): " + ", ".join(HELD_OUT)
+        "Held-out photos (never trained on; the enhance stage is tuned on the validation photo "
+        f"`{VALIDATION}`, see the end): " + ", ".join(HELD_OUT)
         + " (skimage.data, public domain / CC0). Produced by `python tools/evaluate_a2r_lite.py"
         + (" --tune" if args.tune else "")
         + (f" --baseline {args.baseline_label.upper()}" if args.baseline else "") + "`"
