@@ -289,6 +289,19 @@ static inline void nine_taps(const float *restrict r0, const float *restrict r1,
     }
 }
 
+/* One output column of a 3x3 stride-1 kernel over rows[0..2] whose first tap column is ix0:
+ * the taps inside [0, w) only, summed row by row, tap by tap (the generic path's order). */
+static inline float border_taps(const float *const rows[3], const float *k9, int64_t ix0,
+                                int64_t dil, int64_t w) {
+    float v = 0.0f;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            const int64_t ix = ix0 + j * dil;
+            if (ix >= 0 && ix < w) v = A2R_MADD(k9[i * 3 + j], rows[i][ix], v);
+        }
+    return v;
+}
+
 static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float *restrict x,
                       const float *restrict wt, const float *bias, const float *residual,
                       int act, float alpha, float *restrict y) {
@@ -308,19 +321,24 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
         const int64_t xb3 = A2R_MAX(xa3, A2R_MIN(ow, w + s->pad_w - 2 * s->dil_w));
         if (full3) {
             const int64_t dr = s->dil_h * w, n = xb3 - xa3, nv = n / A2R_VEC_FLOATS * A2R_VEC_FLOATS;
-            const float *r0 = xp + iy0 * w + xa3 - s->pad_w;
-            memset(yr, 0, (size_t)xa3 * sizeof *yr);
-            memset(yr + xb3, 0, (size_t)(ow - xb3) * sizeof *yr);
+            const float *rows3[3] = {xp + iy0 * w, xp + iy0 * w + dr, xp + iy0 * w + 2 * dr};
+            const float *r0 = rows3[0] + xa3 - s->pad_w; /* tap (0, 0) of column xa3 */
             nine_taps(r0, r0 + dr, r0 + 2 * dr, s->dil_w, wc, yr + xa3, 0, nv);
             /* the last n - nv columns as one whole vector ending at n, overlapping columns
              * already written with the same values: a scalar tail of up to 15 columns cost
              * more than the 126 vector ones of a 128-wide row */
             nine_taps(r0, r0 + dr, r0 + 2 * dr, s->dil_w, wc, yr + xa3,
                       n >= A2R_VEC_FLOATS ? n - A2R_VEC_FLOATS : nv, n);
+            /* the border columns (a tap outside the image) one by one, in the same tap order:
+             * the generic row loop below costs more per row than a narrow row's interior */
+            for (int64_t ox = 0; ox < xa3; ox++)
+                yr[ox] = border_taps(rows3, wc, ox - s->pad_w, s->dil_w, w);
+            for (int64_t ox = xb3; ox < ow; ox++)
+                yr[ox] = border_taps(rows3, wc, ox - s->pad_w, s->dil_w, w);
         } else {
             memset(yr, 0, (size_t)ow * sizeof *yr);
         }
-        for (int64_t i = 0; i < s->kh; i++) {
+        for (int64_t i = 0; i < s->kh && !full3; i++) {
             const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
             if (iy < 0 || iy >= h) continue;
             const float *xrow = xp + iy * w;
