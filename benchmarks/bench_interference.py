@@ -13,7 +13,10 @@ session.intra_op.allow_spinning=0; target <= 1.05x) and with both pools spinning
 (OMP_WAIT_POLICY=ACTIVE, allow_spinning=1) to show what the settings buy. libgomp reads
 OMP_WAIT_POLICY once, when it loads: each configuration runs in its own process (this file,
 run as a script, is that process). Model: the bundled a2r_lite when present, else the tiny
-random-weight stand-in of a2r_edge.bench (the row says which), at 512x512.
+random-weight stand-in of a2r_edge.bench (the row says which), at 512x512. The stages run as the
+Engine runs them, allocating nothing per call (see ``child``). The ratio moves by a few percent
+between runs on a shared 2-core VM (onnxruntime's decoder alone varies 44-66 ms between
+processes): read several runs.
 """
 import json
 import os
@@ -34,42 +37,67 @@ CONFIGS = {  # name: (OMP_WAIT_POLICY, onnxruntime spinning)
 
 
 def child(spinning: bool) -> dict:
-    """Runs in the subprocess: the chain and its stages alone, medians in ms."""
+    """Runs in the subprocess: the chain and its stages alone, medians in ms. Each stage runs as
+    the Engine runs it, allocating nothing per call (onnxruntime through IOBinding into a kept
+    buffer, AdaIN and the guided filter into kept buffers, the guide computed once as the
+    Engine's preprocess does), so what is measured is the pools taking turns, not the
+    allocator: fresh output arrays per call page-fault differently in the chain (four sizes
+    taking turns) than in a stage repeated on its own."""
+    import statistics
     import tempfile
+    import time
 
-    from a2r_edge import bench
+    import numpy as np
+
+    from a2r_edge import bench, stages as run_stage
     from a2r_edge.backends import cpu
     from a2r_edge.backends.ort import OrtSession
+    from a2r_edge.model.package import load_stats
 
     with tempfile.TemporaryDirectory() as tmp:
         model, which = bench.bench_model(tmp)
         threads = cpu.num_threads()
-        chain = bench.StageChain(model.stages, threads)
+        picture = bench.StageChain.picture(SIZE)
+        guide = run_stage.luma(picture)
+        kept: dict = {}
+
+        def buf(key, shape):
+            if key not in kept:
+                kept[key] = np.empty(shape, np.float32)
+            return kept[key]
+
         # the ONNX stages on onnxruntime, with or without spinning; the others on OpenMP
-        assignment = {}
+        runners, assignment = {}, {}
         for s in model.stages:
             if s.kind == "onnx":
-                sess = OrtSession(str(s.params["file"]), threads=threads,
-                                  shares_cpu=not spinning)
-                run = (lambda x, sess=sess: sess.run({sess.input_names[0]: x})[0])
-                add = bool(s.params.get("add_input"))
-                chain.runners[(s.name, "onnxruntime")] = (
-                    lambda x, picture, run=run, add=add: run(x) + picture if add else run(x))
+                run = OrtSession(str(s.params["file"]), threads=threads,
+                                 shares_cpu=not spinning).runner()
+                runners[s.name] = lambda x, s=s, run=run: run_stage.onnx(s, run, x, picture)
                 assignment[s.name] = "onnxruntime"
+                continue
+            assignment[s.name] = "native"
+            if s.kind == "adain":
+                style = load_stats(s.params["stats"])
+                runners[s.name] = lambda x, s=s, style=style: run_stage.adain(
+                    s, x, style, out=buf(s.name, x.shape))
             else:
-                assignment[s.name] = "native"
-        picture = chain.picture(SIZE)
+                runners[s.name] = lambda x, s=s: run_stage.guided_filter(
+                    s, x, guide, base=buf("base", guide.shape), out=buf(s.name, x.shape))
+
+        def chain():
+            x = picture
+            for s in model.stages:
+                x = runners[s.name](x)
+            return x
+
         inputs, x = {}, picture
         for s in model.stages:
             inputs[s.name] = x.copy()
-            x = chain.runners[(s.name, assignment[s.name])](x, picture)
+            x = runners[s.name](x)
         # Stages alone and the whole chain take turns within each round, so a load that
         # drifts on a shared machine weighs on both sides alike; medians over the rounds.
-        import statistics
-        import time
-        runs = {s.name: (lambda s=s: chain.runners[(s.name, assignment[s.name])](
-            inputs[s.name], picture)) for s in model.stages}
-        runs["chain"] = lambda: chain.run(picture, assignment)
+        runs = {s.name: (lambda s=s: runners[s.name](inputs[s.name])) for s in model.stages}
+        runs["chain"] = chain
         times = {k: [] for k in runs}
         for _ in range(2):  # warm-up
             for fn in runs.values():
