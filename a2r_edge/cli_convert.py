@@ -158,11 +158,22 @@ def encode_picture(path: Path, img: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+# The mode open() would give a new file; mkstemp's temporary file is 0600 (owner only).
+FILE_MODE = 0o666 & ~_umask()
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path``, then rename into place (never half a file
-    under the final name)."""
+    under the final name), with the permissions a newly created file gets."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)

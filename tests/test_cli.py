@@ -173,6 +173,17 @@ def test_resume_skips_complete_outputs(tmp_path, model):
         assert cv2.imread(str(out / f"p{i}.png")).shape == (12 + i, 10, 3)
 
 
+def test_outputs_get_the_permissions_of_a_new_file(tmp_path, model):
+    """The temporary file behind the atomic write is owner-only (mkstemp); the output must not
+    be: it gets what the umask gives any new file (0644 under the usual 022)."""
+    save(tmp_path / "a.png", (12, 10, 3))
+    assert cli("convert", tmp_path / "a.png", "-o", tmp_path / "b.png", "--model", model
+               ).returncode == 0
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    assert (tmp_path / "b.png").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+
+
 def test_sigkill_leaves_no_partial_output(tmp_path, model):
     """Kill the CLI while it converts a folder: every file under a final name is a complete
     picture; --resume then finishes the job."""
