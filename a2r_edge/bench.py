@@ -43,25 +43,18 @@ CANONICAL_SIZES = (256, 512, 1024)
 def median_time(fn, *, rounds: int = 9, warmup: int = 1, budget_s: float = 1.0) -> float:
     """Median seconds of ``fn()``: ``warmup`` untimed calls, then up to ``rounds`` timed calls,
     stopping early (after at least 3) once ``budget_s`` is spent."""
-    for _ in range(warmup):
-        fn()
-    times, start = [], time.perf_counter()
-    for i in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if i >= 2 and time.perf_counter() - start > budget_s:
-            break
-    return statistics.median(times)
+    return interleaved_median_times([fn], rounds=rounds, warmup=warmup, budget_s=budget_s)[0]
 
 
-def interleaved_median_times(fns, *, rounds: int = 9, budget_s: float = 1.0) -> list[float]:
-    """Median seconds of each of ``fns``, timed in turns (one call of each per round, after one
-    untimed call each), so that a load which comes and goes on a shared machine weighs on all of
-    them alike: the ranking is what a plan needs. Up to ``rounds`` rounds, stopping early (after
-    at least 3) once ``budget_s`` is spent."""
+def interleaved_median_times(fns, *, rounds: int = 9, warmup: int = 1,
+                             budget_s: float = 1.0) -> list[float]:
+    """Median seconds of each of ``fns``, timed in turns (one call of each per round, after
+    ``warmup`` untimed calls each), so that a load which comes and goes on a shared machine
+    weighs on all of them alike: the ranking is what a plan needs. Up to ``rounds`` rounds,
+    stopping early (after at least 3) once ``budget_s`` is spent."""
     for fn in fns:
-        fn()
+        for _ in range(warmup):
+            fn()
     times = [[] for _ in fns]
     start = time.perf_counter()
     for i in range(rounds):

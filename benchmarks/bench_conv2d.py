@@ -2,14 +2,14 @@
 intra_op_num_threads = threads, no spinning), in GFLOP/s and as % of the measured FMA peak.
 
 flops = 2 * O * (C/groups) * kh * kw * OH * OW * N. The FMA peak is the native roofline loop
-(_kernels.fma_peak: independent vector FMAs on registers) timed here at the same thread count.
+(bench.fma_peak: independent vector FMAs on registers) timed here at the same thread count.
 """
 
 import numpy as np
 import pytest
 
-from a2r_edge import _kernels, ops
-from conftest import compare, median_time
+from a2r_edge import bench, ops
+from conftest import compare
 
 from onnx import helper  # noqa: E402
 
@@ -25,9 +25,7 @@ _PEAK: dict[int, float] = {}
 def fma_peak(threads: int) -> float:
     """Measured FMA throughput in flop/s at ``threads`` threads (kept per thread count)."""
     if threads not in _PEAK:
-        iters = 2_000_000  # about 10-20 ms on AVX-512: long enough for a stable median
-        _PEAK[threads] = _kernels.fma_peak(iters) / median_time(lambda: _kernels.fma_peak(iters),
-                                                                rounds=9)
+        _PEAK[threads] = bench.fma_peak(threads)
     return _PEAK[threads]
 
 

@@ -8,13 +8,9 @@ Targets are reported as met or missed, never asserted: these machines are shared
 """
 from __future__ import annotations
 
-import statistics
-import time
-from concurrent.futures import ThreadPoolExecutor
-
-import numpy as np
 import pytest
 
+from a2r_edge import bench
 from a2r_edge.backends import cpu
 
 RESULTS: list[dict] = []
@@ -22,31 +18,16 @@ THREADS = (1, 2)
 
 
 def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
-    """Median wall time of ``fn()`` over ``rounds`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median wall time of ``fn()`` over ``rounds`` calls after ``warmup`` calls (no time
+    budget: every round runs)."""
+    return bench.median_time(fn, rounds=rounds, warmup=warmup, budget_s=float("inf"))
 
 
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
-    """Measured copy bandwidth in bytes/s (bytes read + bytes written) of an ``nbytes`` array,
-    ``threads`` threads each copying its own slice with numpy (which releases the GIL for large
-    copies). Measured anew beside each comparison, with the op's own footprint: on a shared
-    machine it drifts between runs, and a footprint that fits the caches copies faster."""
-    src = np.ones(nbytes // 4, np.float32)
-    dst = np.empty_like(src)
-    parts = np.array_split(np.arange(src.size), threads)
-    slices = [slice(p[0], p[-1] + 1) for p in parts]
-    with ThreadPoolExecutor(threads) as pool:
-        def run():
-            list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
-        t = median_time(run, rounds=9)
-    return 2 * nbytes / t
+    """Measured copy bandwidth in bytes/s of an ``nbytes`` array (bench.copy_bandwidth), anew
+    beside each comparison with the op's own footprint: on a shared machine it drifts between
+    runs, and a footprint that fits the caches copies faster."""
+    return bench.copy_bandwidth(threads, nbytes, budget_s=float("inf"))
 
 
 @pytest.fixture(params=THREADS, ids=lambda n: f"{n}thr")

@@ -461,10 +461,6 @@ class NativeExecutor:
                              f"run_many()")
         return self.run_many({self.input_names[0]: x})[self.output_names[0]]
 
-    def memory_bytes(self) -> int:
-        """Bytes of the last run's plan: its arena and its output buffers (0 before a run)."""
-        return self.arena_bytes() + self.output_bytes()
-
     def arena_bytes(self) -> int:
         """Bytes of the arena the last run's plan uses (0 before a run; may be shared)."""
         return 4 * self._last_floats[0]
