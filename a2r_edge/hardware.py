@@ -273,10 +273,11 @@ def _nvidia_smi(executable: str | None) -> list[GpuInfo]:
     return []
 
 
-def _ort_providers() -> tuple[str, ...] | None:
+def onnxruntime_providers() -> tuple[str, ...] | None:
+    """The execution providers onnxruntime offers; None when it cannot be loaded."""
     try:
-        import onnxruntime
-        return tuple(onnxruntime.get_available_providers())
+        from .backends.ort import available_providers
+        return tuple(available_providers())
     except Exception:  # a broken onnxruntime install must not break detection
         return None
 
@@ -329,7 +330,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
         # Jetson GPUs share the system memory and have no nvidia-smi query.
         gpus = [GpuInfo(name=board, memory_bytes=None, compute_capability=None,
                         source="jetson")]
-    providers = _ort_providers() if onnxruntime else None
+    providers = onnxruntime_providers() if onnxruntime else None
     return HardwareProfile(
         cpu_model=_cpuinfo_model(cpuinfo) or board,
         architecture=machine if machine is not None else (platform.machine() or None),

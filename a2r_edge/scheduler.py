@@ -84,8 +84,8 @@ def available_backends(hw=None) -> tuple[Backend, ...]:
     if hw is not None:
         ort_cuda = bool(hw.onnxruntime_cuda)
     elif why == NO_GPU_ENGINE:  # a usable GPU: does onnxruntime offer its CUDA provider?
-        from .hardware import _ort_providers
-        ort_cuda = "CUDAExecutionProvider" in (_ort_providers() or ())
+        from .hardware import onnxruntime_providers
+        ort_cuda = "CUDAExecutionProvider" in (onnxruntime_providers() or ())
     else:  # no usable GPU, the reason for both GPU backends: onnxruntime is not loaded to ask
         ort_cuda = None
     return (
