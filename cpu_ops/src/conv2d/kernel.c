@@ -302,6 +302,55 @@ static inline float border_taps(const float *const rows[3], const float *k9, int
     return v;
 }
 
+/* Output row oy of one depthwise plane, tap by tap into yr (zeroed by the caller): any kernel,
+ * stride and dilation; a 3-tap stride-1 row takes its inner columns [xa3, xb3) in one pass. */
+static void depthwise_row(const a2r_conv2d_shape *s, const float *restrict xp,
+                          const float *restrict wc, int64_t oy, int64_t ow, int64_t xa3,
+                          int64_t xb3, float *restrict yr) {
+    const int64_t h = s->h, w = s->w, sw = s->stride_w;
+    for (int64_t i = 0; i < s->kh; i++) {
+        const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
+        if (iy < 0 || iy >= h) continue;
+        const float *xrow = xp + iy * w;
+        const float *wr = wc + i * s->kw;
+        /* Common 3-tap stride-1 row: the pixels where all three taps are inside the image
+         * take all three in one pass (one load and store of y instead of three). */
+        int64_t xa = 0, xb = 0;
+        if (s->kw == 3 && sw == 1) {
+            xa = xa3;
+            xb = xb3;
+            const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w;
+            const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
+            const float *restrict src = xrow + xa - s->pad_w;
+            float *restrict d = yr + xa;
+            for (int64_t t = 0; t < xb - xa; t++)
+                d[t] = A2R_MADD(w2, src[t + d2], A2R_MADD(w1, src[t + d1],
+                                                          A2R_MADD(w0, src[t], d[t])));
+        }
+        for (int64_t j = 0; j < s->kw; j++) {
+            const int64_t offx = j * s->dil_w - s->pad_w;
+            const int64_t x0 = A2R_MIN(first_valid(offx, sw), ow);
+            const int64_t x1 = A2R_MAX(x0, A2R_MIN(ow, first_valid(offx - w, sw)));
+            /* the pieces of [x0, x1) left of and right of the fused range [xa, xb) */
+            const int64_t ranges[2][2] = {{x0, A2R_MIN(x1, xa)}, {A2R_MAX(x0, xb), x1}};
+            for (int rg = 0; rg < 2; rg++) {
+                const int64_t r0 = ranges[rg][0], n = ranges[rg][1] - r0;
+                if (n <= 0) continue;
+                const float wv = wr[j];
+                const float *restrict src = xrow + r0 * sw + offx;
+                float *restrict d = yr + r0;
+                if (sw == 1) {
+                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t], d[t]);
+                } else if (sw == 2) {
+                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[2 * t], d[t]);
+                } else {
+                    for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t * sw], d[t]);
+                }
+            }
+        }
+    }
+}
+
 static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float *restrict x,
                       const float *restrict wt, const float *bias, const float *residual,
                       int act, float alpha, float *restrict y) {
@@ -337,49 +386,7 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
                 yr[ox] = border_taps(rows3, wc, ox - s->pad_w, s->dil_w, w);
         } else {
             memset(yr, 0, (size_t)ow * sizeof *yr);
-        }
-        for (int64_t i = 0; i < s->kh && !full3; i++) {
-            const int64_t iy = oy * s->stride_h - s->pad_h + i * s->dil_h;
-            if (iy < 0 || iy >= h) continue;
-            const float *xrow = xp + iy * w;
-            const float *wr = wc + i * s->kw;
-            /* Common 3-tap stride-1 row: the pixels where all three taps are inside the image
-             * take all three in one pass (one load and store of y instead of three). */
-            int64_t xa = 0, xb = 0;
-            if (s->kw == 3 && sw == 1) {
-                xa = xa3;
-                xb = xb3;
-            }
-            if (s->kw == 3 && sw == 1 && !full3) {
-                const int64_t d1 = s->dil_w, d2 = 2 * s->dil_w;
-                const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
-                const float *restrict src = xrow + xa - s->pad_w;
-                float *restrict d = yr + xa;
-                for (int64_t t = 0; t < xb - xa; t++)
-                    d[t] = A2R_MADD(w2, src[t + d2], A2R_MADD(w1, src[t + d1],
-                                                              A2R_MADD(w0, src[t], d[t])));
-            }
-            for (int64_t j = 0; j < s->kw; j++) {
-                const int64_t offx = j * s->dil_w - s->pad_w;
-                const int64_t x0 = A2R_MIN(first_valid(offx, sw), ow);
-                const int64_t x1 = A2R_MAX(x0, A2R_MIN(ow, first_valid(offx - w, sw)));
-                /* the pieces of [x0, x1) left of and right of the fused range [xa, xb) */
-                const int64_t ranges[2][2] = {{x0, A2R_MIN(x1, xa)}, {A2R_MAX(x0, xb), x1}};
-                for (int rg = 0; rg < 2; rg++) {
-                    const int64_t r0 = ranges[rg][0], n = ranges[rg][1] - r0;
-                    if (n <= 0) continue;
-                    const float wv = wr[j];
-                    const float *restrict src = xrow + r0 * sw + offx;
-                    float *restrict d = yr + r0;
-                    if (sw == 1) {
-                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t], d[t]);
-                    } else if (sw == 2) {
-                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[2 * t], d[t]);
-                    } else {
-                        for (int64_t t = 0; t < n; t++) d[t] = A2R_MADD(wv, src[t * sw], d[t]);
-                    }
-                }
-            }
+            depthwise_row(s, xp, wc, oy, ow, xa3, xb3, yr);
         }
         epilogue(yr, bias ? bias[ch] : 0.0f, residual ? residual + row * ow : NULL, act, alpha,
                  yr, ow);
