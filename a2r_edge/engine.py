@@ -571,13 +571,17 @@ class Engine:
             from . import tiling
             slot.done = tiling.convert_tiled(self, img, tile_size, stats)
             return slot
-        bgr = slot.buf("bgr", (hp, wp, 3), np.uint8)
-        src = img.reshape(h, w, -1)
-        np.copyto(bgr[:h, :w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
-        for i in range(h, hp):
-            np.copyto(bgr[i, :w], bgr[_reflect_index(i, h), :w])
-        for j in range(w, wp):
-            np.copyto(bgr[:, j], bgr[:, _reflect_index(j, w)])
+        if (h, w) == (hp, wp) and img.ndim == 3 and img.shape[2] == 3 \
+                and img.flags.c_contiguous:
+            bgr = img  # already BGR at a multiple of the stride: preprocess reads it in place
+        else:
+            bgr = slot.buf("bgr", (hp, wp, 3), np.uint8)
+            src = img.reshape(h, w, -1)
+            np.copyto(bgr[:h, :w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
+            for i in range(h, hp):
+                np.copyto(bgr[i, :w], bgr[_reflect_index(i, h), :w])
+            for j in range(w, wp):
+                np.copyto(bgr[:, j], bgr[:, _reflect_index(j, w)])
         pic = ops.preprocess(bgr, self.model.mean, self.model.std,
                              out=slot.buf("picture", (1, 3, hp, wp)))
         if self._has_gf:
