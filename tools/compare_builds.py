@@ -2,11 +2,13 @@
 
 On a shared box the load drifts: each build runs in its own process, alternately, several rounds,
 and the best time of each is kept (CPU time and wall time). Measured: Engine.convert of a
-512x512 picture with the bundled model and every stage native, at 1 and 2 kernel threads.
+512x512 picture with the bundled model and every stage native, at 1 and 2 kernel threads, and
+each ``--conv C,O,SIDE[,STRIDE[,GROUPS]]`` (3x3, pad 1, 1 thread: a single kernel's change).
 
     git worktree add /tmp/old <commit>
     (cd /tmp/old && A2R_WITH_CUDA=0 python setup.py build_ext --inplace)
     python tools/compare_builds.py /tmp/old .
+    python tools/compare_builds.py /tmp/old . --conv 16,24,512,2 --conv 64,64,128,1,64
 
 Both trees must have their native extension built in place (``python setup.py build_ext
 --inplace``). Nothing is asserted: the lines say what was measured.
@@ -31,17 +33,34 @@ from a2r_edge import Engine
 from a2r_edge.backends.cpu import using_threads
 noise = np.random.default_rng(0).integers(0, 256, (512, 512, 3), np.uint8)
 img = cv2.GaussianBlur(noise, (0, 0), 2)
+from a2r_edge import ops
+
+
+def best(fn, runs):
+    fn()
+    cpu = wall = float("inf")
+    for _ in range(runs):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu, wall = min(cpu, time.process_time() - c0), min(wall, time.perf_counter() - w0)
+    return cpu * 1e3, wall * 1e3
+
+
+runs = int(sys.argv[2])
 eng = Engine(None, cache_mb=0, backend="native")
 out = {}
 for threads in (1, 2):
     with using_threads(threads):
-        eng.convert(img)
-        cpu = wall = float("inf")
-        for _ in range(int(sys.argv[2])):
-            c0, w0 = time.process_time(), time.perf_counter()
-            eng.convert(img)
-            cpu, wall = min(cpu, time.process_time() - c0), min(wall, time.perf_counter() - w0)
-    out[threads] = (cpu * 1e3, wall * 1e3)
+        out[f"convert 512x512, {threads} thread(s)"] = best(lambda: eng.convert(img), runs)
+rng = np.random.default_rng(0)
+for spec in sys.argv[3:]:
+    c, o, side, stride, groups = (list(map(int, spec.split(","))) + [1, 1])[:5]
+    conv = ops.Conv2d(rng.standard_normal((o, c // groups, 3, 3)).astype(np.float32),
+                      stride=stride, pad=1, groups=groups)
+    x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    with using_threads(1):
+        out[f"conv {c}->{o} {side}^2 stride {stride} groups {groups}, 1 thread"] = best(
+            lambda: conv(x), 3 * runs)
 print(json.dumps(out))
 """
 
@@ -52,23 +71,26 @@ def main() -> int:
     ap.add_argument("new", help="the other tree")
     ap.add_argument("--rounds", type=int, default=3, help="processes per tree, alternating")
     ap.add_argument("--runs", type=int, default=7, help="timed conversions per process")
+    ap.add_argument("--conv", action="append", default=[], metavar="C,O,SIDE[,STRIDE[,GROUPS]]",
+                    help="also time this 3x3 convolution (repeatable)")
     args = ap.parse_args()
     trees = [os.path.abspath(args.old) + os.sep, os.path.abspath(args.new) + os.sep]
     best = {t: {} for t in trees}
     for _ in range(args.rounds):
         for tree in trees:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            done = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.runs)], env=env,
-                                  capture_output=True, text=True, check=True, cwd=tree)
-            for threads, (cpu, wall) in json.loads(done.stdout.splitlines()[-1]).items():
-                c, w = best[tree].get(threads, (float("inf"), float("inf")))
-                best[tree][threads] = (min(c, cpu), min(w, wall))
-    print("Engine.convert 512x512, bundled a2r_lite, every stage native; best of "
-          f"{args.rounds} x {args.runs} runs per tree")
-    for tree in trees:
-        cells = [f"{t} thread(s): cpu {c:.1f} ms, wall {w:.1f} ms"
-                 for t, (c, w) in sorted(best[tree].items())]
-        print(f"  {tree}: " + " | ".join(cells))
+            done = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.runs),
+                                   *args.conv], env=env, capture_output=True, text=True,
+                                  check=True, cwd=tree)
+            for case, (cpu, wall) in json.loads(done.stdout.splitlines()[-1]).items():
+                c, w = best[tree].get(case, (float("inf"), float("inf")))
+                best[tree][case] = (min(c, cpu), min(w, wall))
+    print(f"bundled a2r_lite, every stage native; best of {args.rounds} processes per tree")
+    for case in best[trees[0]]:
+        print(f"  {case}:")
+        for tree in trees:
+            c, w = best[tree][case]
+            print(f"    {tree}: cpu {c:.2f} ms, wall {w:.2f} ms")
     return 0
 
 
