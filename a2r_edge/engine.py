@@ -629,10 +629,8 @@ class Engine:
     def _enhance(self, slot: _Slot, stage, x: np.ndarray) -> np.ndarray:
         """guided_filter stage: detail guided by the input's luma, at the output's size."""
         oh, ow = x.shape[2:]
-        return stages.guided_filter(
-            stage, x, slot.bufs["guide"],
-            base=self._shared.buf("gf_base", (oh, ow)),  # network steps run one at a time
-            out=slot.buf("ychw", (1, 3, oh, ow)))
+        return stages.guided_filter(stage, x, slot.bufs["guide"],
+                                    out=slot.buf("ychw", (1, 3, oh, ow)))
 
     def _post(self, slot: _Slot) -> np.ndarray:
         """Postprocess, crop, restore the layout -> a new array the caller owns."""

@@ -362,10 +362,12 @@ def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None,
     return conv(x, residual=residual, out=out)
 
 
-def guided_filter(guide, src, radius, eps, out=None):
+def guided_filter(guide, src, radius, eps, out=None, detail=0.0):
     """He et al. guided filter of float32 ``src`` (H, W) or (H, W, C) by ``guide`` (H, W) or
     (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc").
     ``out``: like src, not overlapping guide or src (rows are read after others are written).
+    ``detail``: returns q + detail * (src - q), q the filtered picture (an edge-aware base plus
+    the detail layer times ``detail``), blended in the filter's last pass; 0: q itself.
 
     Equals ``cv2.ximgproc.guidedFilter(guide, src, radius, eps)`` within 1e-4, including its
     colour-guide rule: with eps < 1e-2, a 3x3 system whose determinant is below 1e-6 in
@@ -381,10 +383,11 @@ def guided_filter(guide, src, radius, eps, out=None):
                          f"{src.shape}")
     radius = _int(radius, "radius", 0)
     eps = _real(eps, "eps", minimum=0.0, strict=True)
+    detail = _real(detail, "detail")
     h, w = src.shape[:2]
     gc = 1 if guide.ndim == 2 else 3
     sc = 1 if src.ndim == 2 else src.shape[2]
     out = _out(out, src.shape, np.float32, guide, src)
     _kernels.guided_filter(guide.reshape(-1), gc, src.reshape(-1), sc, h, w, radius, eps,
-                           out.reshape(-1))
+                           detail, out.reshape(-1))
     return out

@@ -43,7 +43,8 @@ cdef extern from "a2r_kernels.h" nogil:
                     float *workspace, int64_t workspace_floats, float *y) noexcept
     double a2r_fma_peak(int64_t iters, float *sink) noexcept
     int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
-                          int64_t h, int64_t w, int64_t r, float eps, float *out) noexcept
+                          int64_t h, int64_t w, int64_t r, float eps, float detail,
+                          float *out) noexcept
 
 
 # --- runtime -------------------------------------------------------------------------------------
@@ -178,9 +179,9 @@ def fma_peak(int64_t iters):
 
 
 def guided_filter(const float[::1] guide, int64_t gc, const float[::1] src, int64_t sc, int64_t h,
-                  int64_t w, int64_t r, float eps, float[::1] out):
+                  int64_t w, int64_t r, float eps, float detail, float[::1] out):
     cdef int status
     with nogil:
-        status = a2r_guided_filter(&guide[0], gc, &src[0], sc, h, w, r, eps, &out[0])
+        status = a2r_guided_filter(&guide[0], gc, &src[0], sc, h, w, r, eps, detail, &out[0])
     if status == A2R_ENOMEM:
         raise MemoryError("guided_filter: scratch buffers could not be allocated")

@@ -66,6 +66,24 @@ def test_row_bands(native, gc, sc, r):
     np.testing.assert_allclose(ops.guided_filter(g, s, r, 1e-2), want, **FILTER)
 
 
+@pytest.mark.parametrize("detail", [-0.5, 0.75, 1.5])
+@pytest.mark.parametrize("h,w,gc,sc,r", [(17, 127, 1, 1, 2), (17, 127, 1, 3, 8), (7, 13, 3, 1, 1),
+                                         (7, 13, 3, 3, 2), (300, 150, 1, 1, 8),
+                                         (300, 150, 3, 3, 3)], ids=lambda v: str(v))
+def test_detail_blend(native, h, w, gc, sc, r, detail):
+    """detail d: q + d * (src - q), every guide/source layout, also in row bands."""
+    g, s, q = _case(h, w, gc, sc, r)
+    want = q + detail * (s.astype(np.float64) - q)
+    np.testing.assert_allclose(ops.guided_filter(g, s, r, 1e-2, detail=detail), want, **FILTER)
+
+
+@pytest.mark.parametrize("detail", [float("nan"), float("inf"), "1", None])
+def test_detail_must_be_a_finite_number(detail):
+    g = np.zeros((4, 4), np.float32)
+    with pytest.raises((TypeError, ValueError), match="detail"):
+        ops.guided_filter(g, g, 1, 1e-2, detail=detail)
+
+
 @pytest.fixture(scope="module")
 def full_hd():
     """1080x1920 gray guide and src with the reference result, computed once (0.7 s)."""

@@ -102,10 +102,12 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
 double a2r_fma_peak(int64_t iters, float *sink);
 
 /* guided_filter (He et al.), box means over (2r+1)^2 windows, reflect borders "cba|abc" at any r.
- *   guide: h*w*gc floats, gc = 1 (gray) or 3 (colour, HWC); src: h*w*sc floats (HWC); out like src.
+ *   guide: h*w*gc floats, gc = 1 (gray) or 3 (colour, HWC); src: h*w*sc floats (HWC); out like src,
+ *   not overlapping guide or src. detail: out = q + detail * (src - q), q the filter output
+ *   (0: q itself; the detail layer's gain otherwise).
  * Returns A2R_ENOMEM when its scratch buffers cannot be allocated. */
 int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
-                      int64_t h, int64_t w, int64_t r, float eps, float *out);
+                      int64_t h, int64_t w, int64_t r, float eps, float detail, float *out);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,8 @@
  *   stage 1, row m: running column sums (double) of the k1 quantities I_c, I_c*I_d, p_s, I_c*p_s
  *                   over the 2r+1 rows around m; horizontal window sums; a, b of row m into a ring;
  *   stage 2, row y: running column sums of a, b over the rows around y (read from the ring);
- *                   horizontal window sums; q = mean_a . I + mean_b.
+ *                   horizontal window sums; q = mean_a . I + mean_b; with detail != 0,
+ *                   out = q + detail * (p - q) (base + detail layer) in the same row pass.
  * Every quantity is a planar row of w floats (inner loops run along x, unit stride). Borders
  * reflect "cba|abc" with period 2n for any r (OpenCV borderInterpolate, BORDER_REFLECT).
  * Numerics follow cv2.ximgproc.guidedFilter: eps on the diagonal of the guide covariance; a colour
@@ -39,7 +40,7 @@ typedef struct {
     const float *guide, *src;
     float *out;
     int64_t gc, sc, h, w, r;
-    float eps;
+    float eps, detail;
     int64_t k1, k2;   /* quantities per pixel in stage 1 and stage 2 (a: sc*gc, b: sc) */
     int64_t ring;     /* rows of a, b kept: min(2r + 2, h) */
     /* horizontal window, after removing whole periods: sum_k<hlen c[reflect(x + hstart + k)]
@@ -357,7 +358,8 @@ static void gf_coefficients(const gf_t *g, gf_scratch *s, float *slot) {
     }
 }
 
-/* q of row y from stage-2 window sums (sum2) and the guide row. */
+/* q of row y from stage-2 window sums (sum2) and the guide row; with a detail gain, the row is
+ * then blended with src while it is in L1: q + detail * (p - q). */
 static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
     const int64_t w = g->w, sc = g->sc, gc = g->gc;
     const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1)));
@@ -375,24 +377,29 @@ static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
             o[3 * x + 1] = (S[w + x] * I[x] + S[4 * w + x]) * ia;
             o[3 * x + 2] = (S[2 * w + x] * I[x] + S[5 * w + x]) * ia;
         }
-        return;
-    }
-    float *planar = sc == 1 ? orow : s->oq;
-    for (int64_t k = 0; k < sc; k++) {
-        const float *restrict Sb = s->sum2 + (gc * sc + k) * w;
-        float *restrict o = planar + k * w;
-        if (gc == 1) {
-            const float *restrict Sa = s->sum2 + k * w, *restrict I = gp;
-            for (int64_t x = 0; x < w; x++) o[x] = (Sa[x] * I[x] + Sb[x]) * ia;
-        } else {
-            const float *restrict Sa0 = s->sum2 + 3 * k * w, *restrict Sa1 = Sa0 + w,
-                        *restrict Sa2 = Sa0 + 2 * w;
-            const float *restrict I0 = gp, *restrict I1 = gp + w, *restrict I2 = gp + 2 * w;
-            for (int64_t x = 0; x < w; x++)
-                o[x] = ((Sa0[x] * I0[x] + Sa1[x] * I1[x]) + (Sa2[x] * I2[x] + Sb[x])) * ia;
+    } else {
+        float *planar = sc == 1 ? orow : s->oq;
+        for (int64_t k = 0; k < sc; k++) {
+            const float *restrict Sb = s->sum2 + (gc * sc + k) * w;
+            float *restrict o = planar + k * w;
+            if (gc == 1) {
+                const float *restrict Sa = s->sum2 + k * w, *restrict I = gp;
+                for (int64_t x = 0; x < w; x++) o[x] = (Sa[x] * I[x] + Sb[x]) * ia;
+            } else {
+                const float *restrict Sa0 = s->sum2 + 3 * k * w, *restrict Sa1 = Sa0 + w,
+                            *restrict Sa2 = Sa0 + 2 * w;
+                const float *restrict I0 = gp, *restrict I1 = gp + w, *restrict I2 = gp + 2 * w;
+                for (int64_t x = 0; x < w; x++)
+                    o[x] = ((Sa0[x] * I0[x] + Sa1[x] * I1[x]) + (Sa2[x] * I2[x] + Sb[x])) * ia;
+            }
         }
+        if (sc > 1) gf_interleave(planar, sc, w, orow);
     }
-    if (sc > 1) gf_interleave(planar, sc, w, orow);
+    if (g->detail != 0.0f) {
+        const float d = g->detail, *restrict p = g->src + y * w * sc;
+        float *restrict o = orow;
+        for (int64_t i = 0; i < w * sc; i++) o[i] += d * (p[i] - o[i]);
+    }
 }
 
 /* cs1 += Q(rows a) - Q(rows b), each quantity's window sums right after its update, while its
@@ -645,8 +652,9 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
 }
 
 int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *src, int64_t sc,
-                                  int64_t h, int64_t w, int64_t r, float eps, float *out) {
-    gf_t g = {guide, src, out, gc, sc, h, w, r, eps, 0, 0, 0, 0, 0, 0, 0, 0};
+                                  int64_t h, int64_t w, int64_t r, float eps, float detail,
+                                  float *out) {
+    gf_t g = {guide, src, out, gc, sc, h, w, r, eps, detail, 0, 0, 0, 0, 0, 0, 0, 0};
     g.k1 = gc + gc * (gc + 1) / 2 + sc + sc * gc;
     g.k2 = sc * (gc + 1);
     g.ring = A2R_MIN(2 * r + 2, h);
