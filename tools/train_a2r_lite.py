@@ -79,9 +79,9 @@ LOG_EVERY = 200
 LEAK = 0.2          # LeakyRelu slope
 ADAIN_EPS = 1e-5
 C1, C2, C3 = 16, 24, 32   # encoder widths at 1, 1/2, 1/4 resolution
-D2, D1 = 24, 12           # decoder widths at 1/2 and full resolution
+D2, D1 = 24, 12           # decoder widths at 1/2 and full resolution (--decoder)
 N_ENC_BLOCKS = 2
-N_DEC_BLOCKS = 2
+N_DEC_BLOCKS = 2          # decoder residual blocks at 1/4 resolution (--decoder)
 
 
 def conv(cin, cout, stride=1):
@@ -115,12 +115,12 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    def __init__(self):
+    def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1):
         super().__init__()
-        self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(N_DEC_BLOCKS)])
-        self.u1 = conv(C3, D2 * 4)     # -> PixelShuffle(2) = DepthToSpace CRD -> D2 @ 1/2
-        self.u2 = conv(D2, D1 * 4)     # -> D1 @ full resolution
-        self.out = conv(D1, 3)
+        self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(blocks)])
+        self.u1 = conv(C3, d2 * 4)     # -> PixelShuffle(2) = DepthToSpace CRD -> d2 @ 1/2
+        self.u2 = conv(d2, d1 * 4)     # -> d1 @ full resolution
+        self.out = conv(d1, 3)
         nn.init.zeros_(self.out.weight)   # start as the identity y = x
         nn.init.zeros_(self.out.bias)
 
@@ -131,14 +131,16 @@ class Decoder(nn.Module):
         return self.out(h)
 
 
-# Receptive field of one output pixel through the conv path (the longest: every residual
-# block's two convs), ignoring the global instance-norm statistics: (kernel, stride, upscale).
-LAYERS = ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
-          + [(3, 1, 1)] * (2 * N_DEC_BLOCKS) + [(3, 1, 2), (3, 1, 2), (3, 1, 1)])
+def conv_path(dec_blocks=N_DEC_BLOCKS):
+    """(kernel, stride, upscale) of every conv on the longest path (each residual block's two
+    convs), the global instance-norm statistics aside."""
+    return ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
+            + [(3, 1, 1)] * (2 * dec_blocks) + [(3, 1, 2), (3, 1, 2), (3, 1, 1)])
 
 
-def receptive_field(layers=LAYERS):
-    """Input-pixel extent: rf += (k-1)*jump, jump *= stride, jump /= upscale after the layer."""
+def receptive_field(layers):
+    """Input-pixel extent of one output pixel: rf += (k-1)*jump, jump *= stride, jump /= upscale
+    after the layer."""
     rf, jump = 1.0, 1.0
     for k, s, up in layers:
         rf += (k - 1) * jump
@@ -316,6 +318,9 @@ def main():
                     help="1: the HF-energy term ignores pixels near the toon's ink")
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
+    ap.add_argument("--decoder", default=f"{N_DEC_BLOCKS},{D2},{D1}",
+                    help="BLOCKS,D2,D1: decoder residual blocks at 1/4 resolution and widths "
+                         "at 1/2 and full resolution (a --resume run takes the package's)")
     args = ap.parse_args()
     if args.minutes is None and args.steps is None:
         ap.error("give --steps N (a reproducible schedule) or --minutes M (a trial)")
@@ -331,10 +336,16 @@ def main():
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
 
-    enc, dec = Encoder(), Decoder()
+    decoder = [int(v) for v in args.decoder.split(",")]
+    prev = None
+    if args.resume:
+        with open(os.path.join(args.resume, "manifest.json")) as fh:
+            prev = json.load(fh)["training"]
+        decoder = prev.get("decoder", [N_DEC_BLOCKS, D2, D1])   # 0.1.0 predates the field
+    enc, dec = Encoder(), Decoder(*decoder)
     params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters()))
     gflops = count_gflops(enc, dec)
-    rf = receptive_field()
+    rf = receptive_field(conv_path(decoder[0]))
     print(f"params {params}, {gflops:.3f} GFLOP per 512x512 frame, receptive field {rf} px",
           flush=True)
     prev_runs = []
@@ -345,9 +356,8 @@ def main():
             g = onnx.load(os.path.join(args.resume, name)).graph
             sd = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in g.initializer}
             mod.load_state_dict(sd, strict=True)
-        with open(os.path.join(args.resume, "manifest.json")) as fh:
-            t = json.load(fh)["training"]
-        prev_runs = t.get("runs", [{"steps": t["steps"], "minutes": t["minutes"], "lr": LR}])
+        prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
+                                       "lr": LR}])
         print(f"resumed from {args.resume} after {sum(r['steps'] for r in prev_runs)} steps")
     opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=args.lr)
 
@@ -404,7 +414,8 @@ def main():
         json.dump(stats, fh, indent=1)
     command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
-               f"--recipes {args.recipes}" + (" --resume PREVIOUS" if args.resume else ""))
+               f"--recipes {args.recipes} --decoder {','.join(map(str, decoder))}"
+               + (" --resume PREVIOUS" if args.resume else ""))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
                          "command": command}]
@@ -413,7 +424,7 @@ def main():
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
                 "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1",
-                "data": DATA_NOTE, "held_out": HELD_OUT, "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
+                "data": DATA_NOTE, "decoder": decoder, "held_out": HELD_OUT, "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
     pipe.write_manifest(args.out, receptive_field=rf, training=training)
     print(f"trained {total} steps in {train_s / 60:.1f} min; package written to {args.out}")
