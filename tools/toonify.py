@@ -11,10 +11,12 @@ DEFAULT is the fixed recipe of a2r_lite 0.1.0 (toonify(img) is bit-identical to 
 bundled sample examples/astronaut_toon.png is made with it).
 train_recipe(rng) draws from the TRAINING family (bilateral smoothing, per-channel or
 hue-preserving uniform quantisation, adaptive-threshold lines of varied thickness and
-darkness, screentone, JPEG). UNSEEN recipes use steps never drawn in training (mean-shift /
-recursive edge-preserving smoothing, Canny / difference-of-Gaussians lines, k-means palettes,
-a level count and a JPEG quality outside the training ranges): the evaluation's
-generalisation set.
+darkness, screentone, JPEG). wide_recipe(rng) draws from a wider family: half of its draws
+are train_recipe's, the others also use median / pyramid smoothing, value-only bands,
+gradient-magnitude or morphological-gradient lines (or none) in tinted inks, and soft
+(blurred) finishes. UNSEEN recipes use steps never drawn by either (mean-shift / recursive
+edge-preserving smoothing, Canny / difference-of-Gaussians lines, k-means palettes, a level
+count and a JPEG quality outside the training ranges): the evaluation's generalisation set.
 """
 import numpy as np
 import cv2
@@ -88,12 +90,53 @@ def train_recipe(rng):
     }
 
 
+def wide_recipe(rng):
+    """One recipe of the wider training family: train_recipe's half the time, else its steps
+    drawn among more kinds (none of UNSEEN's: no mean-shift or recursive smoothing, no Canny or
+    DoG lines, no k-means palette, levels 4..12, JPEG quality >= 35)."""
+    if rng.rand() < 0.5:
+        return train_recipe(rng)
+    r = train_recipe(rng)
+    c = rng.choice
+    smooth = str(c(["bilateral", "median", "pyramid"]))
+    if smooth == "median":      # median: flat patches with rounded corners, then one bilateral
+        r["smooth"] = {"kind": "median", "k": int(c([5, 7])), "d": 7,
+                       "sigma_color": float(rng.uniform(20, 50)), "sigma_space": 5.0}
+    elif smooth == "pyramid":   # bilateral at half resolution: softer, wider cels
+        r["smooth"] = {"kind": "pyramid", "d": int(c([5, 7, 9])),
+                       "sigma_color": float(rng.uniform(20, 60)),
+                       "sigma_space": float(rng.uniform(3, 7)), "passes": int(c([1, 2]))}
+    r["quant"]["kind"] = str(c(["channel", "hue", "value"]))
+    lines = str(c(["adaptive", "gradient", "morph", "none"]))
+    if lines == "gradient":     # Sobel magnitude above a threshold: both sides of an edge
+        r["lines"] = {"kind": "gradient", "thresh": float(rng.uniform(60, 140))}
+    elif lines == "morph":      # dilate - erode of the gray picture above a threshold
+        r["lines"] = {"kind": "morph", "thresh": float(rng.uniform(25, 60))}
+    elif lines == "none":
+        r["lines"] = {"kind": "none"}
+    r["lines"].update(thick=r["lines"].get("thick", 0), ink=r["lines"]["ink"]
+                      if "ink" in r["lines"] else int(rng.randint(0, 81)))
+    if rng.rand() < 0.5:        # coloured ink: dark brown, blue or purple instead of gray
+        r["lines"]["tint"] = [float(v) for v in rng.uniform(0.5, 1.5, 3)]
+    if rng.rand() < 0.3:        # soft finish: slight blur, as a scaled or filtered cel
+        r["blur"] = float(rng.uniform(0.5, 1.2))
+    return r
+
+
 def _smooth(img, p):
     k = p["kind"]
     if k == "bilateral":
         for _ in range(p["passes"]):
             img = cv2.bilateralFilter(img, p["d"], p["sigma_color"], p["sigma_space"])
         return img
+    if k == "median":
+        return cv2.bilateralFilter(cv2.medianBlur(img, p["k"]), p["d"], p["sigma_color"],
+                                   p["sigma_space"])
+    if k == "pyramid":
+        small = cv2.pyrDown(img)
+        for _ in range(p["passes"]):
+            small = cv2.bilateralFilter(small, p["d"], p["sigma_color"], p["sigma_space"])
+        return cv2.pyrUp(small, dstsize=(img.shape[1], img.shape[0]))
     if k == "meanshift":
         return cv2.pyrMeanShiftFiltering(img, p["sp"], p["sr"])
     if k == "recursive":
@@ -125,10 +168,10 @@ def _quant(img, p):
         step = 256 // p["levels"]
         q = np.minimum(img // step, p["levels"] - 1) * step + step // 2
         return q.astype(np.uint8)
-    if k == "hue":         # hue kept; saturation and value banded
+    if k in ("hue", "value"):   # hue kept; saturation and value banded (value: only value)
         hsv = cv2.cvtColor(img, cv2.COLOR_BGR2HSV)
         step = 256 // p["levels"]
-        for ch in (1, 2):
+        for ch in ((1, 2) if k == "hue" else (2,)):
             hsv[..., ch] = (np.minimum(hsv[..., ch] // step, p["levels"] - 1) * step
                             + step // 2).astype(np.uint8)
         return cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)
@@ -151,6 +194,14 @@ def _ink_mask(img, p):
         dog = (cv2.GaussianBlur(g, (0, 0), p["sigma"])
                - cv2.GaussianBlur(g, (0, 0), p["sigma"] * p["k"]))
         mask = dog < -p["thresh"]
+    elif k == "gradient":  # Sobel gradient magnitude of the slightly smoothed gray picture
+        g = cv2.GaussianBlur(gray, (3, 3), 0).astype(np.float32)
+        mask = cv2.magnitude(cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)) \
+            > p["thresh"]
+    elif k == "morph":     # morphological gradient (3x3 dilate - erode)
+        mask = cv2.morphologyEx(gray, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8)) > p["thresh"]
+    elif k == "none":
+        mask = np.zeros(gray.shape, bool)
     else:
         raise ValueError(f"unknown lines kind {k!r}")
     if p.get("thick", 0):
@@ -189,7 +240,12 @@ def toonify(bgr_u8, recipe=None):
     if r.get("tone"):
         out = _screentone(out, r["tone"])
     out = np.ascontiguousarray(out, dtype=np.uint8)
-    out[mask] = r["lines"]["ink"]
+    ink = r["lines"].get("ink", 0)
+    if "tint" in r["lines"]:   # per-channel gains (B, G, R order of the picture) on the ink level
+        ink = np.clip(np.float32(ink) * np.float32(r["lines"]["tint"]), 0, 255).astype(np.uint8)
+    out[mask] = ink
+    if r.get("blur"):
+        out = cv2.GaussianBlur(out, (0, 0), r["blur"])
     if r.get("jpeg"):
         ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(r["jpeg"])])
         out = cv2.imdecode(buf, cv2.IMREAD_COLOR)

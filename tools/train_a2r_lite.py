@@ -5,7 +5,7 @@
     python tools/train_a2r_lite.py --out /tmp/try --minutes 8 --tex 0            # quick trial
 
 Pairs: toonify(photo, recipe) -> photo (tools/toonify.py), RECIPES_PER_IMAGE recipes drawn from
-the training family (toonify.train_recipe) per picture, from the public-domain / CC0 photos
+a training family (--family: toonify.train_recipe or the wider wide_recipe) per picture, from the public-domain / CC0 photos
 bundled in the scikit-image wheel (nothing is downloaded), minus HELD_OUT (the evaluation's)
 and VALIDATION (enhance tuning, model selection), which are never trained on.
 Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inference semantics):
@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as Fn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from toonify import toonify, train_recipe  # noqa: E402
+from toonify import toonify, train_recipe, wide_recipe  # noqa: E402
 import a2r_lite_pipeline as pipe  # noqa: E402
 
 SEED = 20240611
@@ -62,7 +62,8 @@ TRAIN_PHOTOS = {
 DATA_NOTE = ("scikit-image 0.26 wheel sample photos (skimage.data), public domain / CC0: "
              + "; ".join(f"{k}: {v}" for k, v in TRAIN_PHOTOS.items())
              + ". Colour variants: channel permutations; gray photos tinted by fixed random gains."
-             + " Toons: recipes drawn from toonify.train_recipe (runs[].recipes per picture).")
+             + " Toons: recipes drawn from toonify.train_recipe or wide_recipe (runs[].family,"
+             " runs[].recipes per picture).")
 
 CROP = 112          # px, multiple of the stride 4; ~100 px crops as in the measured experiment
 BATCH = 8
@@ -187,10 +188,14 @@ def to_bgr(rgb):
     return np.ascontiguousarray(rgb[..., ::-1])
 
 
-def build_pairs(rng, n_recipes=RECIPES_PER_IMAGE):
+FAMILIES = {"base": train_recipe, "wide": wide_recipe}   # toonify's training families
+
+
+def build_pairs(rng, n_recipes=RECIPES_PER_IMAGE, family="base"):
     """List of (toon, photo) uint8 RGB HWC: each training photo at scales 1 and 1/2 (and 1/4
     above 900 px), plus colour variants (photo recoloured BEFORE toonify), each toonified by
-    n_recipes recipes drawn from the training family."""
+    n_recipes recipes drawn from the training family (FAMILIES)."""
+    draw = FAMILIES[family]
     pairs = []
     for name in TRAIN_PHOTOS:
         base = load_photo(name)
@@ -212,7 +217,7 @@ def build_pairs(rng, n_recipes=RECIPES_PER_IMAGE):
                 if min(im.shape[:2]) < CROP:
                     continue
                 for _ in range(n_recipes):
-                    toon = toonify(to_bgr(im), train_recipe(rng))[..., ::-1]
+                    toon = toonify(to_bgr(im), draw(rng))[..., ::-1]
                     pairs.append((np.ascontiguousarray(toon), np.ascontiguousarray(im)))
     return pairs
 
@@ -318,6 +323,8 @@ def main():
                     help="1: the HF-energy term ignores pixels near the toon's ink")
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
+                    help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
     ap.add_argument("--decoder", default=f"{N_DEC_BLOCKS},{D2},{D1}",
                     help="BLOCKS,D2,D1: decoder residual blocks at 1/4 resolution and widths "
                          "at 1/2 and full resolution (a --resume run takes the package's)")
@@ -331,7 +338,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     t0 = time.time()
-    pairs = build_pairs(rng, args.recipes)
+    pairs = build_pairs(rng, args.recipes, args.family)
     areas = np.array([t.shape[0] * t.shape[1] for t, _ in pairs], np.float64)
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
@@ -414,10 +421,12 @@ def main():
         json.dump(stats, fh, indent=1)
     command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
-               f"--recipes {args.recipes} --decoder {','.join(map(str, decoder))}"
+               f"--recipes {args.recipes} --family {args.family} "
+               f"--decoder {','.join(map(str, decoder))}"
                + (" --resume PREVIOUS" if args.resume else ""))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
+                         "family": args.family,
                          "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
