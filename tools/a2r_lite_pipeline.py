@@ -84,7 +84,7 @@ def guided_filter(guide, src, radius, eps):
         return cv2.ximgproc.guidedFilter(guide, src, radius, eps)
 
 
-def write_manifest(folder, receptive_field=None, training=None, enhance=None):
+def write_manifest(folder, receptive_field=None, training=None, enhance=None, version=None):
     """(Re)write manifest.json: keeps fields not given, recomputes every sha256."""
     path = os.path.join(folder, "manifest.json")
     old = {}
@@ -97,7 +97,9 @@ def write_manifest(folder, receptive_field=None, training=None, enhance=None):
     enh.update(enhance or {})
     files = ["encoder.onnx", "decoder.onnx", "photo_stats.json"]
     man = {
-        "format": FORMAT, "name": "a2r_lite", "version": "0.1.0", "license": "MIT",
+        "format": FORMAT, "name": "a2r_lite",
+        "version": version if version is not None else old.get("version", "0.0.0-dev"),
+        "license": "MIT",
         "description": DESCRIPTION,
         "scale": 1, "stride": 4,
         "receptive_field": int(receptive_field if receptive_field is not None

@@ -323,6 +323,7 @@ def main():
                     help="1: the HF-energy term ignores pixels near the toon's ink")
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
+    ap.add_argument("--version", default="0.0.0-dev", help="the package's version")
     ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
                     help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
     ap.add_argument("--decoder", default=f"{N_DEC_BLOCKS},{D2},{D1}",
@@ -433,9 +434,10 @@ def main():
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
                 "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1",
-                "data": DATA_NOTE, "decoder": decoder, "held_out": HELD_OUT, "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
+                "data": DATA_NOTE, "decoder": decoder, "held_out": HELD_OUT,
+                "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
-    pipe.write_manifest(args.out, receptive_field=rf, training=training)
+    pipe.write_manifest(args.out, receptive_field=rf, training=training, version=args.version)
     print(f"trained {total} steps in {train_s / 60:.1f} min; package written to {args.out}")
 
 
