@@ -5,9 +5,10 @@
     python tools/train_a2r_lite.py --out /tmp/try --minutes 8 --tex 0            # quick trial
 
 Pairs: toonify(photo, recipe) -> photo (tools/toonify.py), RECIPES_PER_IMAGE recipes drawn from
-a training family (--family: toonify.train_recipe or the wider wide_recipe) per picture, from the public-domain / CC0 photos
-bundled in the scikit-image wheel (nothing is downloaded), minus HELD_OUT (the evaluation's)
-and VALIDATION (enhance tuning, model selection), which are never trained on.
+a training family (--family: toonify.train_recipe or the wider wide_recipe) per picture, from
+the public-domain / CC0 photos bundled in the scikit-image wheel (with --extra-photos, also
+scikit-learn's and matplotlib's sample photos; nothing is downloaded), minus HELD_OUT (the
+evaluation's) and VALIDATION (enhance tuning, model selection), which are never trained on.
 Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inference semantics):
   encode  x (1, 3, H, W) in [-1, 1], H, W multiples of 4 -> F (1, 32, H/4, W/4)
   stylize AdaIN(F, target mean/std); training: the statistics of encoder(target photo crop),
@@ -59,11 +60,22 @@ TRAIN_PHOTOS = {
     "coins": "no known copyright restrictions, gray",
     "cell": "CC0, gray",
 }
-DATA_NOTE = ("scikit-image 0.26 wheel sample photos (skimage.data), public domain / CC0: "
-             + "; ".join(f"{k}: {v}" for k, v in TRAIN_PHOTOS.items())
-             + ". Colour variants: channel permutations; gray photos tinted by fixed random gains."
-             + " Toons: recipes drawn from toonify.train_recipe or wide_recipe (runs[].family,"
-             " runs[].recipes per picture).")
+# --extra-photos: natural colour photos from two more wheels (pip install scikit-learn
+# matplotlib; nothing is downloaded at training time). CC BY 2.0 asks for the credit given here.
+EXTRA_PHOTOS = {
+    "sklearn:china.jpg": "CC BY 2.0, danielbuechele (Flickr), scikit-learn wheel",
+    "sklearn:flower.jpg": "CC BY 2.0, vultilion (Flickr), scikit-learn wheel",
+    "matplotlib:grace_hopper.jpg": "public domain (U.S. Navy photo), matplotlib wheel",
+}
+
+
+def data_note(photos):
+    return ("Sample photos bundled in Python wheels (scikit-image 0.26 skimage.data unless "
+            "prefixed): " + "; ".join(f"{k}: {photos[k]}" for k in photos)
+            + ". Colour variants: channel permutations; gray photos tinted by fixed random gains."
+            " Toons: recipes drawn from toonify.train_recipe or wide_recipe (runs[].family,"
+            " runs[].recipes per picture).")
+
 
 CROP = 112          # px, multiple of the stride 4; ~100 px crops as in the measured experiment
 BATCH = 8
@@ -176,9 +188,18 @@ def channel_stats(f, eps=ADAIN_EPS):
 
 
 def load_photo(name):
-    """RGB uint8 (H, W, 3) from the wheel (skimage.data never downloads these)."""
-    import skimage.data as sd
-    img = getattr(sd, name)()
+    """RGB uint8 (H, W, 3) from a wheel: skimage.data (never downloads these), or
+    "sklearn:FILE" / "matplotlib:FILE" for their bundled sample pictures."""
+    if name.startswith("sklearn:"):
+        from sklearn.datasets import load_sample_image
+        img = load_sample_image(name.split(":", 1)[1])
+    elif name.startswith("matplotlib:"):
+        import matplotlib.cbook as cbook
+        path = cbook.get_sample_data(name.split(":", 1)[1], asfileobj=False)
+        img = cv2.imread(str(path), cv2.IMREAD_COLOR)[..., ::-1]
+    else:
+        import skimage.data as sd
+        img = getattr(sd, name)()
     if img.ndim == 2:
         img = np.repeat(img[..., None], 3, 2)
     return np.ascontiguousarray(img[..., :3])
@@ -191,13 +212,13 @@ def to_bgr(rgb):
 FAMILIES = {"base": train_recipe, "wide": wide_recipe}   # toonify's training families
 
 
-def build_pairs(rng, n_recipes=RECIPES_PER_IMAGE, family="base"):
+def build_pairs(rng, photos, n_recipes=RECIPES_PER_IMAGE, family="base"):
     """List of (toon, photo) uint8 RGB HWC: each training photo at scales 1 and 1/2 (and 1/4
     above 900 px), plus colour variants (photo recoloured BEFORE toonify), each toonified by
     n_recipes recipes drawn from the training family (FAMILIES)."""
     draw = FAMILIES[family]
     pairs = []
-    for name in TRAIN_PHOTOS:
+    for name in photos:
         base = load_photo(name)
         gray = bool(np.all(base[..., 0] == base[..., 1]))
         variants = [base]
@@ -323,6 +344,8 @@ def main():
                     help="1: the HF-energy term ignores pixels near the toon's ink")
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
+    ap.add_argument("--extra-photos", type=int, default=0,
+                    help="1: also train on EXTRA_PHOTOS (needs scikit-learn and matplotlib)")
     ap.add_argument("--version", default="0.0.0-dev", help="the package's version")
     ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
                     help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
@@ -339,7 +362,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     t0 = time.time()
-    pairs = build_pairs(rng, args.recipes, args.family)
+    photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}))
+    pairs = build_pairs(rng, photos, args.recipes, args.family)
     areas = np.array([t.shape[0] * t.shape[1] for t, _ in pairs], np.float64)
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
@@ -411,7 +435,7 @@ def main():
     # encoder(photo) per-channel mean and sqrt(var + eps).
     means, stds = [], []
     with torch.no_grad():
-        for name in TRAIN_PHOTOS:
+        for name in photos:
             p = pipe.pad_to(pipe.to_unit(load_photo(name))[None], 4)
             mm, ss = channel_stats(enc(torch.from_numpy(p)))
             means.append(mm.flatten().numpy())
@@ -423,18 +447,19 @@ def main():
     command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
                f"--recipes {args.recipes} --family {args.family} "
+               f"--extra-photos {args.extra_photos} "
                f"--decoder {','.join(map(str, decoder))}"
                + (" --resume PREVIOUS" if args.resume else ""))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
-                         "family": args.family,
+                         "family": args.family, "extra_photos": args.extra_photos,
                          "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
                 "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1",
-                "data": DATA_NOTE, "decoder": decoder, "held_out": HELD_OUT,
+                "data": data_note(photos), "decoder": decoder, "held_out": HELD_OUT,
                 "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
     pipe.write_manifest(args.out, receptive_field=rf, training=training, version=args.version)
