@@ -48,13 +48,12 @@ def adain(stage, x: np.ndarray, style, content=None, out=None) -> np.ndarray:
     return ops.adain(x, mean, std, eps=eps, content_stats=content, out=out)
 
 
-def guided_filter(stage, x: np.ndarray, guide: np.ndarray, base=None, out=None) -> np.ndarray:
+def guided_filter(stage, x: np.ndarray, guide: np.ndarray, out=None) -> np.ndarray:
     """Detail stage on x (1, C, H, W): per channel, base = guided filter of the channel guided by
     ``guide`` (H, W), then base + detail * (x - base), blended inside the filter's last pass.
-    out: optional (1, C, H, W) result buffer; when it is x itself, each channel goes through
-    base, an (H, W) scratch, and is copied back (with out apart from x, nothing is allocated and
-    base is not used). Channel by channel on the planar tensor: the same result as one
-    colour-source filter on an HWC copy, without the two transposing copies."""
+    out: optional (1, C, H, W) result buffer (apart from x, nothing is allocated; x itself, each
+    channel goes through an (H, W) scratch). Channel by channel on the planar tensor: the same
+    result as one colour-source filter on an HWC copy, without the two transposing copies."""
     p = stage.params
     if p["detail"] == 1.0:  # base + 1 * (x - base) = x: nothing to compute
         return x
@@ -64,12 +63,11 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, base=None, out=None) 
         guide = cv2.resize(guide, (w, h), interpolation=cv2.INTER_LINEAR)
     if out is None:
         out = np.empty((1, c, h, w), np.float32)
-    in_place = np.shares_memory(out, x)
-    if in_place and base is None:
-        base = np.empty((h, w), np.float32)
+    # the kernel's output may not overlap its source
+    scratch = np.empty((h, w), np.float32) if np.may_share_memory(out, x) else None
     for k in range(c):
-        dst = base if in_place else out[0, k]
+        dst = out[0, k] if scratch is None else scratch
         ops.guided_filter(guide, x[0, k], p["radius"], p["eps"], out=dst, detail=p["detail"])
-        if in_place:
-            np.copyto(out[0, k], dst)
+        if scratch is not None:
+            np.copyto(out[0, k], scratch)
     return out

@@ -297,3 +297,21 @@ def test_out_is_filled_and_checked():
         ops.guided_filter(guide, src, 2, 1e-2, out=np.empty((20, 24), np.float32))
     with pytest.raises(ValueError, match="overlap"):
         ops.guided_filter(guide, src, 2, 1e-2, out=src)
+
+
+@pytest.mark.parametrize("where", ["new", "apart", "in place"])
+def test_detail_stage_output_buffers(native, where):
+    """The detail stage gives the same picture whether it allocates its output, writes into a
+    buffer apart from x, or overwrites x itself (the kernel's out may not overlap its source)."""
+    from a2r_edge import stages
+    from a2r_edge.model.package import Stage
+    rng = np.random.default_rng(5)
+    x = rng.random((1, 3, 37, 53), dtype=np.float32)
+    guide = rng.random((37, 53), dtype=np.float32)
+    stage = Stage("enhance", "guided_filter", {"radius": 2, "eps": 1e-2, "detail": 0.75})
+    want = np.stack([ops.guided_filter(guide, x[0, k], 2, 1e-2, detail=0.75) for k in range(3)])
+    src = x.copy()
+    out = {"new": None, "apart": np.empty_like(x), "in place": src}[where]
+    got = stages.guided_filter(stage, src, guide, out=out)
+    assert out is None or got is out
+    np.testing.assert_array_equal(got[0], want)
