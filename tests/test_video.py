@@ -105,9 +105,13 @@ def test_ctrl_c_finalises_the_output(package, tmp_path):
     src, dst = tmp_path / "long.avi", tmp_path / "out.avi"
     write_video(src, 3000, w=96, h=96)
     env = dict(os.environ, PYTHONPATH=str(ROOT), A2R_NUM_THREADS="1")
+    # SIGINT back to its default in the child: a test run started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler (the video would run to its end)
     proc = subprocess.Popen([sys.executable, "-m", "a2r_edge.video", "--input", str(src),
                              "--output", str(dst), "--model", str(package)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     partial = tmp_path / ".out.partial.avi"
     deadline = time.monotonic() + 60
     while not partial.exists() and time.monotonic() < deadline and proc.poll() is None:
