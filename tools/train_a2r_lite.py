@@ -448,7 +448,7 @@ def main():
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
                f"--recipes {args.recipes} --family {args.family} "
                f"--extra-photos {args.extra_photos} "
-               f"--decoder {','.join(map(str, decoder))}"
+               f"--decoder {','.join(map(str, decoder))} --version {args.version}"
                + (" --resume PREVIOUS" if args.resume else ""))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
