@@ -108,14 +108,14 @@ def wide_recipe(rng):
                        "sigma_space": float(rng.uniform(3, 7)), "passes": int(c([1, 2]))}
     r["quant"]["kind"] = str(c(["channel", "hue", "value"]))
     lines = str(c(["adaptive", "gradient", "morph", "none"]))
-    if lines == "gradient":     # Sobel magnitude above a threshold: both sides of an edge
-        r["lines"] = {"kind": "gradient", "thresh": float(rng.uniform(60, 140))}
-    elif lines == "morph":      # dilate - erode of the gray picture above a threshold
-        r["lines"] = {"kind": "morph", "thresh": float(rng.uniform(25, 60))}
-    elif lines == "none":
-        r["lines"] = {"kind": "none"}
-    r["lines"].update(thick=r["lines"].get("thick", 0), ink=r["lines"]["ink"]
-                      if "ink" in r["lines"] else int(rng.randint(0, 81)))
+    if lines != "adaptive":     # thin lines of a new kind (_ink_mask), their own ink level; the
+        # level is drawn for "none" too, so that the later draws (and the recipes a2r_lite 0.2.0
+        # was trained on) do not depend on it
+        thresh = {"gradient": (60, 140), "morph": (25, 60)}.get(lines)
+        r["lines"] = {"kind": lines, "thick": 0}
+        if thresh:
+            r["lines"]["thresh"] = float(rng.uniform(*thresh))
+        r["lines"]["ink"] = int(rng.randint(0, 81))
     if rng.rand() < 0.5:        # coloured ink: dark brown, blue or purple instead of gray
         r["lines"]["tint"] = [float(v) for v in rng.uniform(0.5, 1.5, 3)]
     if rng.rand() < 0.3:        # soft finish: slight blur, as a scaled or filtered cel
