@@ -349,10 +349,19 @@ def main():
     ap.add_argument("--version", default="0.0.0-dev", help="the package's version")
     ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
                     help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
-    ap.add_argument("--decoder", default=f"{N_DEC_BLOCKS},{D2},{D1}",
+    ap.add_argument("--decoder", default=None,
                     help="BLOCKS,D2,D1: decoder residual blocks at 1/4 resolution and widths "
-                         "at 1/2 and full resolution (a --resume run takes the package's)")
+                         f"at 1/2 and full resolution (default {N_DEC_BLOCKS},{D2},{D1}; "
+                         "a --resume run keeps the package's)")
     args = ap.parse_args()
+    if args.resume and args.decoder:
+        ap.error("--decoder: a --resume run keeps the decoder of the package it resumes")
+    try:
+        decoder = [int(v) for v in (args.decoder or f"{N_DEC_BLOCKS},{D2},{D1}").split(",")]
+    except ValueError:
+        decoder = []
+    if len(decoder) != 3 or min(decoder) < 1:
+        ap.error(f"--decoder must be three positive integers BLOCKS,D2,D1, got {args.decoder!r}")
     if args.minutes is None and args.steps is None:
         ap.error("give --steps N (a reproducible schedule) or --minutes M (a trial)")
 
@@ -368,7 +377,6 @@ def main():
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
 
-    decoder = [int(v) for v in args.decoder.split(",")]
     prev = None
     if args.resume:
         with open(os.path.join(args.resume, "manifest.json")) as fh:
@@ -448,8 +456,9 @@ def main():
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
                f"--recipes {args.recipes} --family {args.family} "
                f"--extra-photos {args.extra_photos} "
-               f"--decoder {','.join(map(str, decoder))} --version {args.version}"
-               + (" --resume PREVIOUS" if args.resume else ""))
+               f"--version {args.version}"
+               + (" --resume PREVIOUS" if args.resume
+                  else f" --decoder {','.join(map(str, decoder))}"))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
                          "family": args.family, "extra_photos": args.extra_photos,
