@@ -421,9 +421,9 @@ class Engine:
             total += sum(ex.output_bytes() for ex in exs)
             # onnxruntime stages: ~256 B per pixel each (its arena is not visible)
             total += 256 * side * side * (len(self._runners) - len(self._executors))
-            # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel ychw 12, the guided
-            # filter's base plane 4 and its working sums (at most 24), out8 3
-            self._bpp = total / (side * side) + 23 + scale * scale * (12 + 4 + 24 + 3)
+            # ours: bgr 3 + picture 12 + guide/tmp 8; per output pixel ychw 12 (the guided
+            # filter writes into it), the filter's working sums (at most 24), out8 3
+            self._bpp = total / (side * side) + 23 + scale * scale * (12 + 24 + 3)
         return self._bpp
 
     def tile_size_for(self, h: int, w: int, tile: int | None) -> int | None:
