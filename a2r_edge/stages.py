@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
+from .model.package import AdainStats
 
 # ITU-R BT.601 luma weights (R, G, B), the ones OpenCV's BGR2GRAY uses.
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
@@ -34,17 +35,23 @@ def onnx(stage, run, x: np.ndarray, picture: np.ndarray) -> np.ndarray:
     return y
 
 
-def adain(stage, x: np.ndarray, style, content=None, out=None) -> np.ndarray:
-    """AdaIN stage: x's features renormalised to ``style`` = (mean, std). content: None (x's
-    own statistics), a (mean, std) pair (shared by tiles), or a function of x's own pair
-    (smoothed over video frames)."""
-    mean, std = style
-    if mean.shape[-1] != x.shape[1]:
-        raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for {x.shape[1]} "
-                         f"feature channels")
+def adain(stage, x: np.ndarray, target, content=None, out=None) -> np.ndarray:
+    """AdaIN stage: x's features renormalised to target statistics. target: a (mean, std) pair
+    (a reference photo's), or the model's ``AdainStats`` (its fixed statistics, or those its
+    content map predicts from the content statistics). content: None (x's own statistics), a
+    (mean, std) pair (shared by tiles), or a function of x's own pair (smoothed over video
+    frames)."""
     eps = stage.params["eps"]
     if callable(content):
         content = content(ops.channel_stats(x, eps))
+    if isinstance(target, AdainStats):
+        if target.weight is not None and content is None:
+            content = ops.channel_stats(x, eps)
+        target = target.target(content)
+    mean, std = target
+    if mean.shape[-1] != x.shape[1]:
+        raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for {x.shape[1]} "
+                         f"feature channels")
     return ops.adain(x, mean, std, eps=eps, content_stats=content, out=out)
 
 

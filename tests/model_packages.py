@@ -60,14 +60,21 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_package(folder: Path, seed: int = 0, enhance: dict | None = None) -> Path:
-    """A valid package in ``folder``; enhance: the guided_filter stage's parameters."""
+def make_package(folder: Path, seed: int = 0, enhance: dict | None = None,
+                 content_map: bool = False) -> Path:
+    """A valid package in ``folder``; enhance: the guided_filter stage's parameters;
+    content_map: the statistics file also predicts each picture's target statistics from its
+    own (a random map near the identity)."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save(encoder(rng), folder / "encoder.onnx")
     onnx.save(decoder(rng), folder / "decoder.onnx")
     stats = {"mean": rng.normal(0, 0.3, FEATURES).round(4).tolist(),
              "std": rng.uniform(0.5, 1.5, FEATURES).round(4).tolist()}
+    if content_map:
+        n = 2 * FEATURES
+        stats["content_map"] = {"weight": (0.8 * np.eye(n) + rng.normal(0, 0.1, (n, n))).tolist(),
+                                "bias": rng.normal(0, 0.2, n).tolist()}
     (folder / "photo_stats.json").write_text(json.dumps(stats))
     stages = [{"name": "encode", "kind": "onnx", "file": "encoder.onnx"},
               {"name": "stylize", "kind": "adain", "stats": "photo_stats.json", "eps": 1e-5},

@@ -40,6 +40,13 @@ def expected(package, img_bgr, stats=None):
     if stats is None:
         st = json.loads((package / "photo_stats.json").read_text())
         stats = (np.array(st["mean"]), np.array(st["std"]))
+        if "content_map" in st:   # predicted from the features' own statistics, then clipped
+            m0, s0 = stats
+            mu, sd = ref.channel_stats(feats, 1e-5)
+            z = (np.array(st["content_map"]["weight"]) @ np.r_[mu[0], np.log(sd[0])]
+                 + np.array(st["content_map"]["bias"]))
+            stats = (np.clip(z[:m0.size], m0 - 4 * s0, m0 + 4 * s0),
+                     s0 * np.exp(np.clip(z[m0.size:] - np.log(s0), -4, 4)))
     feats = ref.adain(feats, stats[0], stats[1], 1e-5)
     y = run("decoder.onnx", feats) + x
     gf = m["stages"][3]
@@ -115,6 +122,60 @@ def test_style_reference_changes_the_result(package, engine):
     styled = engine.convert(img, style=ref_photo)
     assert np.abs(styled.astype(int) - expected(package, img, (mean, std))).max() <= 1
     assert np.abs(styled.astype(int) - engine.convert(img)).mean() > 1
+
+
+def test_content_map_predicts_the_target_statistics(tmp_path):
+    """A statistics file with a content map: each picture's target statistics come from its
+    own features (semantics in expected()); a reference photo's still replace them; tiles share
+    the whole picture's prediction."""
+    folder = make_package(tmp_path / "p", content_map=True)
+    engine = Engine(str(folder))
+    plain = Engine(str(make_package(tmp_path / "q")))
+    for seed, shape in [(1, (32, 32, 3)), (2, (37, 53, 3))]:
+        img = picture(shape, seed)
+        out = engine.convert(img)
+        assert np.abs(out.astype(int) - expected(folder, img)).max() <= 1
+        assert np.abs(out.astype(int) - plain.convert(img)).mean() > 1
+    ref_photo = picture((24, 28, 3), seed=6)
+    styled = engine.convert(img, style=ref_photo)
+    assert np.abs(styled.astype(int) - expected(folder, img, engine.style_stats(ref_photo))).max() <= 1
+    big = picture((96, 120, 3), seed=3)
+    tiled = engine.convert(big, tile=64)
+    assert tiled.shape == big.shape
+    whole = engine.convert(big)
+    assert np.abs(tiled.astype(int) - whole).mean() < 4   # same targets; only tile seams differ
+
+
+def test_content_map_targets_stay_near_the_fixed_statistics():
+    """A picture far from the training data (flat: ln std = ln sqrt(eps)) gets clipped targets,
+    not exp() of a large number."""
+    from a2r_edge.model.package import AdainStats
+    c = 4
+    st = AdainStats(np.zeros(c, np.float32), np.ones(c, np.float32), 10 * np.eye(2 * c),
+                    np.zeros(2 * c))
+    mean, std = st.target((np.full((1, c), 100.0, np.float32), np.full((1, c), 3e-3, np.float32)))
+    assert mean.shape == std.shape == (1, c)
+    np.testing.assert_allclose(mean, 4.0)
+    np.testing.assert_allclose(std, np.exp(-4.0), rtol=1e-6)
+    with pytest.raises(ValueError, match="content="):
+        st.target()
+
+
+@pytest.mark.parametrize("content_map,match", [
+    ({"weight": [[1.0]], "bias": [0.0]}, r"content_map needs a finite weight \(16, 16\)"),
+    ({"weight": np.full((16, 16), np.nan).tolist(), "bias": [0.0] * 16}, "finite"),
+    ({"bias": [0.0] * 16}, "not a statistics file"),
+    ([1, 2], "not a statistics file"),
+], ids=["shape", "nan", "no weight", "not an object"])
+def test_bad_content_map(tmp_path, content_map, match):
+    folder = make_package(tmp_path / "p")
+    st = json.loads((folder / "photo_stats.json").read_text())
+    st["content_map"] = content_map
+    (folder / "photo_stats.json").write_text(json.dumps(st))
+    _edit_manifest(folder, lambda m: m["files"].update({"photo_stats.json":
+                                                        sha256(folder / "photo_stats.json")}))
+    with pytest.raises(ModelPackageError, match=match):
+        Engine(str(folder))
 
 
 def test_plain_onnx_file_is_wrapped(tmp_path):

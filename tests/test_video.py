@@ -235,6 +235,19 @@ def test_smoothing_reduces_flicker_in_the_stream(package):
     assert flick(smooth) < flick(plain)
 
 
+def test_smoothed_statistics_feed_the_content_map(tmp_path):
+    """A package whose AdaIN targets are predicted from the content statistics predicts them
+    from the smoothed ones: the first frame (EMA = its own statistics) matches convert(), a
+    later frame differs from converting it alone."""
+    eng = Engine(str(make_package(tmp_path / "map", content_map=True)))
+    rng = np.random.default_rng(1)
+    frames = [np.clip(rng.normal(128, 15 + 40 * i, (32, 32, 3)), 0, 255).astype(np.uint8)
+              for i in range(3)]
+    outs = list(eng.stream(frames, content_stats=video.EmaStats(0.9)))
+    assert np.abs(outs[0].astype(int) - eng.convert(frames[0])).max() <= 1
+    assert np.abs(outs[2].astype(int) - eng.convert(frames[2])).mean() > 1
+
+
 def test_detector_region_is_converted_and_pasted(package, tmp_path):
     src, dst = tmp_path / "in.avi", tmp_path / "out.avi"
     write_video(src, 4)

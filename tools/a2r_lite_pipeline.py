@@ -13,7 +13,12 @@ Semantics (manifest "a2r_edge.model/1"):
        numpy 'reflect' = OpenCV BORDER_REFLECT_101; 'edge' for a 1-pixel side) at the
        bottom/right to multiples of `stride`
   F  = encoder(x)
-  F' = (F - mu_F) / sqrt(var_F + eps) * stats.std + stats.mean     per channel, mu/var over H, W
+  F' = (F - mu_F) / sqrt(var_F + eps) * t_std + t_mean              per channel, mu/var over H, W
+       target (t_mean, t_std): a reference photo's statistics (style=); else, when the stats
+       file has "content_map" {weight (2C, 2C), bias (2C)}: z = weight @ [mu_F; ln s_F] + bias,
+       s_F = sqrt(var_F + eps), t_mean = z[:C], t_std = exp(z[C:]) (predicted from the
+       picture's own statistics), clipped to mean +- 4 std and std * exp(+-4) of the file's
+       fixed mean and std; else the fixed mean and std
   d  = decoder(F');  y = x + d                                        (add_input)
   enhance: base = guided_filter(guide = 0.299 R + 0.587 G + 0.114 B of x (H', W'),
                                 src = y as (H', W', 3), radius, eps)
@@ -34,6 +39,7 @@ EXECUTOR_OPS = {"Conv", "Relu", "LeakyRelu", "Sigmoid", "Mul", "Add", "Tanh", "C
 MEAN = np.float32(0.5)
 STD = np.float32(0.5)
 LUMA = (0.299, 0.587, 0.114)
+MAP_RANGE = 4.0   # content-map targets stay within the fixed statistics +- this (see above)
 # Enhance defaults until tools/evaluate_a2r_lite.py --tune measures better ones; detail 1 = no-op.
 DEFAULT_ENHANCE = {"radius": 2, "eps": 1e-2, "detail": 1.0}
 DESCRIPTION = ("Small toon->photo CNN (encoder, AdaIN, decoder, guided-filter detail): removes "
@@ -151,6 +157,9 @@ class Package:
                     s = json.load(fh)
                 st["mean"] = np.asarray(s["mean"], np.float32)
                 st["std"] = np.asarray(s["std"], np.float32)
+                cmap = s.get("content_map")
+                st["map"] = None if cmap is None else (np.asarray(cmap["weight"], np.float64),
+                                                       np.asarray(cmap["bias"], np.float64))
             self.stages.append(st)
 
     def preprocess(self, bgr_u8):
@@ -186,10 +195,19 @@ class Package:
                 if st.get("add_input"):
                     t = x + t
             elif k == "adain":
-                sm, ss = (st["mean"], st["std"]) if stats is None else stats
                 mu = t.mean((2, 3), keepdims=True, dtype=np.float64)
-                var = ((t - mu) ** 2).mean((2, 3), keepdims=True)
-                t = ((t - mu) / np.sqrt(var + st["eps"]) * np.reshape(ss, (1, -1, 1, 1))
+                sd = np.sqrt(((t - mu) ** 2).mean((2, 3), keepdims=True) + st["eps"])
+                if stats is not None:
+                    sm, ss = stats
+                elif st["map"] is not None:
+                    w, b = st["map"]
+                    z = w @ np.concatenate([mu.ravel(), np.log(sd.ravel())]) + b
+                    m0, s0 = st["mean"].astype(np.float64), st["std"].astype(np.float64)
+                    sm = np.clip(z[:mu.size], m0 - MAP_RANGE * s0, m0 + MAP_RANGE * s0)
+                    ss = s0 * np.exp(np.clip(z[mu.size:] - np.log(s0), -MAP_RANGE, MAP_RANGE))
+                else:
+                    sm, ss = st["mean"], st["std"]
+                t = ((t - mu) / sd * np.reshape(ss, (1, -1, 1, 1))
                      + np.reshape(sm, (1, -1, 1, 1))).astype(np.float32)
             elif k == "guided_filter":
                 p = dict(st)

@@ -18,9 +18,9 @@ Manifest (format ``a2r_edge.model/1``)::
      "files": {"encoder.onnx": "<sha256>", ...}}
 
 Stage kinds: ``onnx`` (a network; ``add_input``: it predicts a residual, added to the normalised
-input picture), ``adain`` (features renormalised to the statistics in
-``stats``: {"mean": [C], "std": [C]}, or a reference photo's), ``guided_filter`` (detail stage:
-base = guided filter of the picture guided by the input's luma, y = base + detail * (y - base)).
+input picture), ``adain`` (features renormalised to target statistics: a reference photo's, else
+those of ``stats``, see ``AdainStats``), ``guided_filter`` (detail stage: base = guided filter of
+the picture guided by the input's luma, y = base + detail * (y - base)).
 """
 from __future__ import annotations
 
@@ -104,20 +104,66 @@ def _triple(value, key: str) -> tuple[float, float, float]:
     return tuple(float(v) for v in value)
 
 
-def load_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, std) float32 arrays of an adain statistics file {"mean": [C], "std": [C]}."""
+@dataclasses.dataclass(frozen=True)
+class AdainStats:
+    """An adain stage's statistics file: {"mean": [C], "std": [C]} (std > 0), the photo
+    statistics every picture is renormalised to, and optionally "content_map": {"weight":
+    [2C][2C], "bias": [2C]}, which predicts each picture's target statistics from its own
+    content statistics (m, s) instead: z = weight @ [m; ln s] + bias, target mean = z[:C], target
+    std = exp(z[C:]), each clipped to mean +- MAP_RANGE * std and std * exp(+-MAP_RANGE) of the
+    fixed statistics (a flat or noise picture far from the training data gets no extreme
+    target)."""
+    mean: np.ndarray                    # float32 (C,)
+    std: np.ndarray                     # float32 (C,)
+    weight: np.ndarray | None = None    # float64 (2C, 2C)
+    bias: np.ndarray | None = None      # float64 (2C,)
+
+    MAP_RANGE = 4.0
+
+    def target(self, content=None) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) to renormalise to: the fixed ones, or with a content map the prediction
+        from content = (mean, std) float32 (N, C) -> each (N, C)."""
+        if self.weight is None:
+            return self.mean, self.std
+        if content is None:
+            raise ValueError("this statistics file predicts the target from the picture's own "
+                             "statistics: content=(mean, std) is required")
+        m, s = (np.asarray(v, np.float64) for v in content)
+        z = np.concatenate([m, np.log(s)], axis=-1) @ self.weight.T + self.bias
+        c = self.mean.size
+        lo, hi = self.mean - self.MAP_RANGE * self.std, self.mean + self.MAP_RANGE * self.std
+        mean = np.clip(z[..., :c], lo, hi)
+        std = self.std * np.exp(np.clip(z[..., c:] - np.log(self.std), -self.MAP_RANGE,
+                                        self.MAP_RANGE))
+        return mean.astype(np.float32), std.astype(np.float32)
+
+
+def load_stats(path: Path) -> AdainStats:
+    """The AdainStats of an adain statistics file (format: AdainStats)."""
     try:
         data = json.loads(path.read_text())
         mean = np.asarray(data["mean"], np.float64)
         std = np.asarray(data["std"], np.float64)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        cmap = data.get("content_map")
+        if cmap is not None:
+            weight = np.asarray(cmap["weight"], np.float64)
+            bias = np.asarray(cmap["bias"], np.float64)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelPackageError(f"{path.name}: not a statistics file "
                                 f"{{\"mean\": [...], \"std\": [...]}}: {exc}") from None
     if (mean.ndim != 1 or mean.shape != std.shape or mean.size == 0
             or not np.all(np.isfinite(mean)) or not np.all(np.isfinite(std)) or np.any(std <= 0)):
         raise ModelPackageError(f"{path.name}: mean and std must be equal-length lists of finite "
                                 f"numbers, std > 0")
-    return mean.astype(np.float32), std.astype(np.float32)
+    if cmap is None:
+        return AdainStats(mean.astype(np.float32), std.astype(np.float32))
+    n = 2 * mean.size
+    if (weight.shape != (n, n) or bias.shape != (n,) or not np.all(np.isfinite(weight))
+            or not np.all(np.isfinite(bias))):
+        raise ModelPackageError(f"{path.name}: content_map needs a finite weight ({n}, {n}) and "
+                                f"bias ({n},) for {mean.size} channels, got {weight.shape} and "
+                                f"{bias.shape}")
+    return AdainStats(mean.astype(np.float32), std.astype(np.float32), weight, bias)
 
 
 def _check_stage(folder: Path, entry, index: int, checksums: dict) -> Stage:
