@@ -91,6 +91,8 @@ RECIPES_PER_IMAGE = 3   # toonifier recipes drawn per training picture (memory: 
 LOG_EVERY = 200
 LEAK = 0.2          # LeakyRelu slope
 ADAIN_EPS = 1e-5
+STATS_RIDGE = 1.0   # ridge of the content map's starting fit (fit_stats_map)
+ORACLE_P = 0.3      # --stats-map 1: share of steps on the photo's own statistics (style= use)
 C1, C2, C3 = 16, 24, 32   # encoder widths at 1, 1/2, 1/4 resolution
 D2, D1 = 24, 12           # decoder widths at 1/2 and full resolution (--decoder)
 N_ENC_BLOCKS = 2
@@ -185,6 +187,43 @@ def adain(f, mean, std, eps=ADAIN_EPS):
 
 def channel_stats(f, eps=ADAIN_EPS):
     return f.mean((2, 3), keepdim=True), torch.sqrt(f.var((2, 3), keepdim=True, unbiased=False) + eps)
+
+
+def log_stats(m, s):
+    """(N, C, 1, 1) mean and std -> (N, 2C) [mean, ln std]: the content map's coordinates."""
+    return torch.cat([m.flatten(1), torch.log(s).flatten(1)], 1)
+
+
+class StatsMap(nn.Module):
+    """Target AdaIN statistics predicted from the toon's own (--stats-map 1): z = W [mean; ln std]
+    + b over the 2C channel statistics, target mean = z[:C], std = exp(z[C:]). The package stores
+    W and b as photo_stats.json "content_map"; the AdaIN stage applies them at inference."""
+
+    def __init__(self, c=C3):
+        super().__init__()
+        self.lin = nn.Linear(2 * c, 2 * c)
+
+    def forward(self, m, s):
+        n, c = m.shape[:2]
+        z = self.lin(log_stats(m, s))
+        return z[:, :c].reshape(n, c, 1, 1), torch.exp(z[:, c:]).reshape(n, c, 1, 1)
+
+
+def fit_stats_map(smap, enc, pairs, ridge=STATS_RIDGE):
+    """Starts the map at the ridge-regression fit of [photo stats] on [toon stats] (encoder
+    statistics of every whole training pair), so that fine-tuning starts from useful targets."""
+    xs, ys = [], []
+    with torch.no_grad():
+        for toon, photo in pairs:
+            t = torch.from_numpy(pipe.pad_to(pipe.to_unit(toon)[None], 4))
+            p = torch.from_numpy(pipe.pad_to(pipe.to_unit(photo)[None], 4))
+            xs.append(log_stats(*channel_stats(enc(t))))
+            ys.append(log_stats(*channel_stats(enc(p))))
+        x = torch.cat([torch.cat(xs).double(), torch.ones(len(xs), 1, dtype=torch.float64)], 1)
+        y = torch.cat(ys).double()
+        w = torch.linalg.solve(x.T @ x + ridge * torch.eye(x.shape[1], dtype=torch.float64), x.T @ y)
+        smap.lin.weight.copy_(w[:-1].T.float())
+        smap.lin.bias.copy_(w[-1].float())
 
 
 def load_photo(name):
@@ -349,6 +388,9 @@ def main():
     ap.add_argument("--version", default="0.0.0-dev", help="the package's version")
     ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
                     help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
+    ap.add_argument("--stats-map", type=int, default=0,
+                    help="1: the AdaIN target statistics are predicted from the toon's own "
+                         "(StatsMap, stored in photo_stats.json) instead of fixed")
     ap.add_argument("--decoder", default=None,
                     help="BLOCKS,D2,D1: decoder residual blocks at 1/4 resolution and widths "
                          f"at 1/2 and full resolution (default {N_DEC_BLOCKS},{D2},{D1}; "
@@ -399,7 +441,21 @@ def main():
         prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
                                        "lr": LR}])
         print(f"resumed from {args.resume} after {sum(r['steps'] for r in prev_runs)} steps")
-    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=args.lr)
+    smap = StatsMap() if args.stats_map else None
+    if smap is not None:
+        old_map = None
+        if args.resume:
+            with open(os.path.join(args.resume, "photo_stats.json")) as fh:
+                old_map = json.load(fh).get("content_map")
+        if old_map is not None:
+            smap.lin.weight.data = torch.tensor(old_map["weight"], dtype=torch.float32)
+            smap.lin.bias.data = torch.tensor(old_map["bias"], dtype=torch.float32)
+        else:
+            t_fit = time.time()
+            fit_stats_map(smap, enc, pairs)
+            print(f"content map fitted in {time.time() - t_fit:.1f} s", flush=True)
+    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters())
+                           + (list(smap.parameters()) if smap is not None else []), lr=args.lr)
 
     # --steps: cosine over the step count (deterministic replay). --minutes: cosine over the
     # elapsed fraction of the budget (CPU shared with other jobs: the step time drifts), stop at
@@ -421,11 +477,17 @@ def main():
         f = enc(x)
         with torch.no_grad():     # target statistics: encoder(photo), no gradient through them
             m, s = channel_stats(enc(y))
-        if rng.rand() < 0.3:      # batch-average statistics, as the bundled average at inference
+        stats_l = torch.zeros(())
+        if smap is not None:      # predicted from the toon, as at inference (or the photo's own)
+            pm, ps = smap(*channel_stats(f))
+            stats_l = (log_stats(pm, ps) - log_stats(m, s)).pow(2).mean()
+            if rng.rand() >= ORACLE_P:
+                m, s = pm, ps
+        elif rng.rand() < 0.3:    # batch-average statistics, as the bundled average at inference
             m, s = m.mean(0, keepdim=True), s.mean(0, keepdim=True)
         out = x + dec(adain(f, m, s))
         tex = hf_energy_loss(out, y, ink_free(x, y) if args.tex_mask else None)
-        loss = (out - y).abs().mean() + GRAD_W * grad_l1(out, y) + args.tex * tex
+        loss = (out - y).abs().mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -450,18 +512,22 @@ def main():
             stds.append(ss.flatten().numpy())
     stats = {"mean": [float(v) for v in np.mean(means, 0)],
              "std": [float(v) for v in np.mean(stds, 0)]}
+    if smap is not None:
+        stats["content_map"] = {"weight": smap.lin.weight.detach().tolist(),
+                                "bias": smap.lin.bias.detach().tolist()}
     with open(os.path.join(args.out, "photo_stats.json"), "w") as fh:
         json.dump(stats, fh, indent=1)
     command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
                f"--recipes {args.recipes} --family {args.family} "
-               f"--extra-photos {args.extra_photos} "
+               f"--extra-photos {args.extra_photos} --stats-map {args.stats_map} "
                f"--version {args.version}"
                + (" --resume PREVIOUS" if args.resume
                   else f" --decoder {','.join(map(str, decoder))}"))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
                          "family": args.family, "extra_photos": args.extra_photos,
+                         "stats_map": args.stats_map,
                          "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
