@@ -287,7 +287,7 @@ class Engine:
                 tile: int | None = None) -> np.ndarray:
         """One picture: uint8 (H, W), (H, W, 3) BGR or (H, W, 4) BGRA -> the same layout, H and W
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
-        the bundled photo statistics in the AdaIN stage. tile: convert in tiles of at most
+        the model's own target statistics in the AdaIN stage. tile: convert in tiles of at most
         tile x tile pixels (default: the engine's ``tile``)."""
         img = _as_picture(img)
         tile = self._check_tile(tile) or self.tile

@@ -163,8 +163,8 @@ def lab_mean(bgr):
 
 def style_demo(pkg, docs):
     """Content: the DEFAULT toon of astronaut; AdaIN statistics of each STYLE_REFS photo.
-    Returns markdown lines; writes docs/a2r_lite_style.png (rows: toon | bundled | with ref |
-    ref photo)."""
+    Returns markdown lines; writes docs/a2r_lite_style.png (rows: toon | model's target | with
+    ref | ref photo)."""
     photo = load_bgr("astronaut")
     toon = tf.toonify(photo)
     plain = pkg.convert(toon)
@@ -181,7 +181,7 @@ def style_demo(pkg, docs):
         ref_sq = cv2.resize(crop, (photo.shape[1], photo.shape[0]), interpolation=cv2.INTER_AREA)
         rows.append(np.concatenate([toon, plain, styled, ref_sq], 1))
         e_r, m_r = hf_energy(ref), lab_mean(ref)
-        for label, img in (("bundled statistics", plain), ("reference statistics", styled)):
+        for label, img in (("model's target", plain), ("reference statistics", styled)):
             d = float(np.linalg.norm(lab_mean(img) - m_r))
             lines.append(f"| {ref_name} | {label} | {d:.1f} | {hf_energy(img) / e_r:.2f} |")
     shape, nbytes = side_by_side(os.path.join(docs, "a2r_lite_style.png"),
@@ -196,7 +196,7 @@ def style_demo(pkg, docs):
         own.append((name, psnr(pkg.convert(toon), ph),
                     psnr(pkg.convert(toon, stats=pkg.stats_of(ph)), ph)))
     lines += ["", "With each held-out photo's own statistics as the reference (DEFAULT recipe; an "
-              "upper bound for a reference photo of the same scene), PSNR bundled -> own: "
+              "upper bound for a reference photo of the same scene), PSNR model's target -> own: "
               + ", ".join(f"{n} {a:.2f} -> {b:.2f} dB" for n, a, b in own)
               + f"; mean {np.mean([a for _, a, _ in own]):.2f} -> "
               f"{np.mean([b for _, _, b in own]):.2f} dB."]
@@ -341,8 +341,9 @@ def main():
     lines += ["## Reference photo (AdaIN statistics from a user's photo)", "",
               "`Engine.convert(toon, style=ref)` / `python -m a2r_edge convert --style REF`: "
               "the AdaIN stage takes the per-channel mean/std of encoder(REF) instead of the "
-              "bundled photo statistics. Content: the astronaut toon (DEFAULT recipe). "
-              "`a2r_lite_style.png`, one row per reference: toon | bundled statistics | "
+              "model's own target (its bundled photo statistics, or those its content map "
+              "predicts from the toon's). Content: the astronaut toon (DEFAULT recipe). "
+              "`a2r_lite_style.png`, one row per reference: toon | model's target | "
               "reference statistics | reference photo. Lab mean distance: Euclidean distance of "
               "the pictures' mean CIE Lab colour (OpenCV 8-bit Lab); E(output)/E(ref): texture "
               "energy relative to the reference photo's.", ""] + style_md + [

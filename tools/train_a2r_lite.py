@@ -13,7 +13,9 @@ Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inferen
   encode  x (1, 3, H, W) in [-1, 1], H, W multiples of 4 -> F (1, 32, H/4, W/4)
   stylize AdaIN(F, target mean/std); training: the statistics of encoder(target photo crop),
           so the decoder learns to decode photo-statistics features; bundled: their average
-          over the training photos (photo_stats.json)
+          over the training photos (photo_stats.json); --stats-map 1: on most steps the
+          target is predicted from the toon's own statistics by a linear content map
+          (StatsMap), trained with the network and stored in photo_stats.json, as at inference
   decode  F' -> d (1, 3, H, W); the engine adds the input: y = x + d
   enhance guided filter (not trained; radius/eps/detail tuned by tools/evaluate_a2r_lite.py)
 Loss: L1 + GRAD_W x gradient L1 + TEX_W x local high-frequency energy matching (hf_energy_loss:
@@ -533,7 +535,8 @@ def main():
                 "steps": sum(r["steps"] for r in runs),
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
-                "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1",
+                "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
+                        + (" + content-map MSE on [mean, ln std]" if args.stats_map else ""),
                 "data": data_note(photos), "decoder": decoder, "held_out": HELD_OUT,
                 "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
