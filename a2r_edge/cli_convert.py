@@ -48,7 +48,8 @@ def add_parser(sub) -> None:
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")
     p.add_argument("--style", metavar="REF_PHOTO",
-                   help="a reference photo whose statistics steer the AdaIN stage")
+                   help="a reference photo: the picture's colours move half-way to its "
+                        "colours, and its statistics steer the AdaIN stage")
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region, pasted back feathered "
                         "(needs the optional animeface package; no face: the whole picture)")

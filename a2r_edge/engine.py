@@ -287,16 +287,18 @@ class Engine:
                 tile: int | None = None) -> np.ndarray:
         """One picture: uint8 (H, W), (H, W, 3) BGR or (H, W, 4) BGRA -> the same layout, H and W
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
-        the model's own target statistics in the AdaIN stage. tile: convert in tiles of at most
-        tile x tile pixels (default: the engine's ``tile``)."""
+        the model's own target statistics in the AdaIN stage, after the picture's colours
+        were moved part of the way to the photo's (``stages.colour_transfer``). tile: convert
+        in tiles of at most tile x tile pixels (default: the engine's ``tile``)."""
         img = _as_picture(img)
         tile = self._check_tile(tile) or self.tile
-        stats = self.style_stats(style) if style is not None else None
+        stats, colour = self._reference(style)
         box = self._roi(self._bgr(img)) if self._roi is not None else None
         if box is not None:
             x0, y0, x1, y1 = box
-            return roi_mod.paste(img, self._convert(img[y0:y1, x0:x1], stats, tile), box)
-        return self._convert(img, stats, tile)
+            crop = _styled(img[y0:y1, x0:x1], colour)
+            return roi_mod.paste(img, self._convert(crop, stats, tile), box)
+        return self._convert(_styled(img, colour), stats, tile)
 
     def _convert(self, img: np.ndarray, stats, tile) -> np.ndarray:
         key = self._cache_key(img, stats, tile)
@@ -362,6 +364,13 @@ class Engine:
             x = ops.preprocess(self._bgr(photo), self.model.mean, self.model.std)
             x = self._features(x)
             return ops.channel_stats(x, self.model.stage("adain").params["eps"])
+
+    def _reference(self, style):
+        """(AdaIN statistics, colour statistics) of a reference photo; (None, None) without."""
+        if style is None:
+            return None, None
+        stats = self.style_stats(style)
+        return stats, stages.colour_stats(self._bgr(style))
 
     def latency(self) -> dict[str, dict[str, float]]:
         """{stage: {"median": s, "p95": s, "count": n}} of the current or last stream."""
@@ -440,14 +449,14 @@ class Engine:
         return max(s * max(1, 64 // s), side // s * s)  # at least 64 px: margins stay a minority
 
     def _stream(self, frames, style, cache=False, content_stats=None):
-        stats = self.style_stats(style) if style is not None else None
+        stats, colour = self._reference(style)
         tile = self.tile
 
         slots = threading.BoundedSemaphore(_IN_FLIGHT)
 
         def prep(item):
             i, frame = item
-            frame = _as_picture(frame, f"frame {i}")
+            frame = _styled(_as_picture(frame, f"frame {i}"), colour)
             key = self._cache_key(frame, stats, tile) if cache else None
             if key is not None:
                 hit = self._cache.get(key)
@@ -649,6 +658,11 @@ class Engine:
         full = ops.postprocess(x, self.model.mean, self.model.std,
                                out=slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
         return finish_layout(img, full[:oh, :ow])
+
+
+def _styled(img: np.ndarray, colour) -> np.ndarray:
+    """The picture to convert: as given, or its colours moved towards a reference photo's."""
+    return img if colour is None else stages.colour_transfer(img, colour)
 
 
 def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:

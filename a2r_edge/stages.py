@@ -78,3 +78,40 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, out=None) -> np.ndarr
         if scratch is not None:
             np.copyto(out[0, k], scratch)
     return out
+
+
+# A reference photo (style=) moves the input picture's colour statistics this share of the way
+# to its own before the network runs: the network predicts a residual to its input, so the
+# AdaIN statistics alone barely move the colours (docs/a2r_lite_quality.md, reference photo).
+STYLE_COLOUR = 0.5
+
+
+def colour_stats(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A reference photo's colour statistics: mean and sqrt(var + 1) over its pixels of B, G, R
+    and their BT.601 luma (for gray pictures), float64 (4,) each. bgr: uint8 (H, W, 3)."""
+    px = bgr.reshape(-1, 3).astype(np.float32)
+    px = np.concatenate([px, px @ LUMA[::-1, None]], axis=1)
+    return px.mean(0, dtype=np.float64), np.sqrt(px.var(0, dtype=np.float64) + 1.0)
+
+
+def colour_transfer(img: np.ndarray, ref, strength: float = STYLE_COLOUR) -> np.ndarray:
+    """img uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA -> a new picture, same
+    layout: per colour channel, (v - m) / s * s' + m' with the picture's own mean m and
+    sqrt(var + 1) s, m' = m + strength * (ref mean - m), s' = s * (ref std / s) ** strength;
+    ref = colour_stats of the reference (a gray picture takes its luma statistics). Alpha is
+    kept."""
+    planes = img.reshape(img.shape[0], img.shape[1], -1)
+    nc = 1 if planes.shape[2] == 1 else 3
+    rm, rs = (ref[0][3:], ref[1][3:]) if nc == 1 else (ref[0][:3], ref[1][:3])
+    px = planes[:, :, :nc].astype(np.float32)
+    m = px.mean((0, 1), dtype=np.float64)
+    s = np.sqrt(px.var((0, 1), dtype=np.float64) + 1.0)
+    gain = (rs / s) ** strength
+    offset = m + strength * (rm - m) - m * gain            # v * gain + offset
+    px *= gain.astype(np.float32)
+    px += offset.astype(np.float32)
+    out = planes.copy()
+    np.rint(px, out=px)
+    np.clip(px, 0, 255, out=px)
+    out[:, :, :nc] = px
+    return out.reshape(img.shape)

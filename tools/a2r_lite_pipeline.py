@@ -3,8 +3,8 @@ the engine implements, so that the engine can be checked for parity against it.
 
     from a2r_lite_pipeline import Package
     pkg = Package("a2r_edge/models/a2r_lite")
-    out_bgr = pkg.convert(bgr_u8)                    # bundled statistics
-    out_bgr = pkg.convert(bgr_u8, stats=pkg.stats_of(reference_bgr_u8))   # a user's reference photo
+    out_bgr = pkg.convert(bgr_u8)                    # the model's own target statistics
+    out_bgr = pkg.convert_like(bgr_u8, reference_bgr_u8)   # a user's reference photo (style=)
 
     python tools/a2r_lite_pipeline.py in.png out.png [--style ref.png] [--compare engine_out.png]
 
@@ -24,6 +24,9 @@ Semantics (manifest "a2r_edge.model/1"):
                                 src = y as (H', W', 3), radius, eps)
            y = base + detail * (y - base)
   crop to H, W; u8 = clip(round((y * std + mean) * 255), 0, 255) (round half to even), BGR.
+With a reference photo (the engine's style=), the input is first colour-transferred
+(colour_transfer: per channel, mean and sqrt(var + 1) moved STYLE_COLOUR of the way to the
+photo's) and the AdaIN target is encoder(photo)'s statistics.
 The guided filter is a2r_edge.ops.guided_filter when the native extension is built, else
 cv2.ximgproc.guidedFilter: the same definition (box windows, reflect borders) within 1e-4.
 """
@@ -40,6 +43,7 @@ MEAN = np.float32(0.5)
 STD = np.float32(0.5)
 LUMA = (0.299, 0.587, 0.114)
 MAP_RANGE = 4.0   # content-map targets stay within the fixed statistics +- this (see above)
+STYLE_COLOUR = 0.5   # share of the colour move towards a reference photo (see above)
 # Enhance defaults until tools/evaluate_a2r_lite.py --tune measures better ones; detail 1 = no-op.
 DEFAULT_ENHANCE = {"radius": 2, "eps": 1e-2, "detail": 1.0}
 DESCRIPTION = ("Small toon->photo CNN (encoder, AdaIN, decoder, guided-filter detail): removes "
@@ -232,6 +236,22 @@ class Package:
         h, w = bgr_u8.shape[:2]
         return self.postprocess(self.forward(self.preprocess(bgr_u8), stats, enhance), h, w)
 
+    def convert_like(self, bgr_u8, reference_bgr_u8, enhance=None):
+        """The conversion with a reference photo: its colours, then its AdaIN statistics."""
+        return self.convert(colour_transfer(bgr_u8, reference_bgr_u8),
+                            self.stats_of(reference_bgr_u8), enhance)
+
+
+def colour_transfer(bgr_u8, reference_bgr_u8, strength=STYLE_COLOUR):
+    """Per BGR channel: v -> (v - m) / s * s' + m', m and s = sqrt(var + 1) the picture's,
+    m' = m + strength (m_ref - m), s' = s (s_ref / s) ** strength; rounded, clipped to u8."""
+    def moments(img):
+        v = img.reshape(-1, 3).astype(np.float64)
+        return v.mean(0), np.sqrt(v.var(0) + 1.0)
+    (m, s), (mr, sr) = moments(bgr_u8), moments(reference_bgr_u8)
+    m2, s2 = m + strength * (mr - m), s * (sr / s) ** strength
+    return np.clip(np.rint((bgr_u8 - m) / s * s2 + m2), 0, 255).astype(np.uint8)
+
 
 def main():
     """python tools/a2r_lite_pipeline.py IN.png OUT.png [--model DIR] [--style PHOTO.png]
@@ -244,13 +264,13 @@ def main():
     ap.add_argument("dst")
     ap.add_argument("--model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                     "..", "a2r_edge", "models", "a2r_lite"))
-    ap.add_argument("--style", default=None, help="reference photo for the AdaIN statistics")
+    ap.add_argument("--style", default=None, help="reference photo (colours, AdaIN statistics)")
     ap.add_argument("--compare", default=None)
     args = ap.parse_args()
     pkg = Package(args.model)
     img = cv2.imread(args.src, cv2.IMREAD_COLOR)
-    stats = pkg.stats_of(cv2.imread(args.style, cv2.IMREAD_COLOR)) if args.style else None
-    out = pkg.convert(img, stats=stats)
+    out = (pkg.convert_like(img, cv2.imread(args.style, cv2.IMREAD_COLOR)) if args.style
+           else pkg.convert(img))
     cv2.imwrite(args.dst, out)
     if args.compare:
         other = cv2.imread(args.compare, cv2.IMREAD_COLOR)

@@ -104,7 +104,7 @@ def _triple(value, key: str) -> tuple[float, float, float]:
     return tuple(float(v) for v in value)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)   # arrays: compared by identity
 class AdainStats:
     """An adain stage's statistics file: {"mean": [C], "std": [C]} (std > 0), the photo
     statistics every picture is renormalised to, and optionally "content_map": {"weight":
