@@ -162,9 +162,9 @@ def lab_mean(bgr):
 
 
 def style_demo(pkg, docs):
-    """Content: the DEFAULT toon of astronaut; AdaIN statistics of each STYLE_REFS photo.
-    Returns markdown lines; writes docs/a2r_lite_style.png (rows: toon | model's target | with
-    ref | ref photo)."""
+    """Content: the DEFAULT toon of astronaut; each STYLE_REFS photo as the reference.
+    Returns markdown lines; writes docs/a2r_lite_style.png (rows: toon | model's target |
+    the reference's AdaIN statistics only | the reference (colours + statistics) | ref photo)."""
     photo = load_bgr("astronaut")
     toon = tf.toonify(photo)
     plain = pkg.convert(toon)
@@ -173,30 +173,32 @@ def style_demo(pkg, docs):
     rows = []
     for ref_name in STYLE_REFS:
         ref = load_bgr(ref_name)
-        styled = pkg.convert(toon, stats=pkg.stats_of(ref))
+        outputs = (("model's target", plain),
+                   ("AdaIN statistics only", pkg.convert(toon, stats=pkg.stats_of(ref))),
+                   ("colours + AdaIN statistics (style=)", pkg.convert_like(toon, ref)))
         h, w = ref.shape[:2]   # panel: centre crop to the content's aspect, then resize
         ch = min(h, w * photo.shape[0] // photo.shape[1])
         cw = ch * photo.shape[1] // photo.shape[0]
         crop = ref[(h - ch) // 2:(h - ch) // 2 + ch, (w - cw) // 2:(w - cw) // 2 + cw]
         ref_sq = cv2.resize(crop, (photo.shape[1], photo.shape[0]), interpolation=cv2.INTER_AREA)
-        rows.append(np.concatenate([toon, plain, styled, ref_sq], 1))
+        rows.append(np.concatenate([toon] + [img for _, img in outputs] + [ref_sq], 1))
         e_r, m_r = hf_energy(ref), lab_mean(ref)
-        for label, img in (("model's target", plain), ("reference statistics", styled)):
+        for label, img in outputs:
             d = float(np.linalg.norm(lab_mean(img) - m_r))
             lines.append(f"| {ref_name} | {label} | {d:.1f} | {hf_energy(img) / e_r:.2f} |")
     shape, nbytes = side_by_side(os.path.join(docs, "a2r_lite_style.png"),
                                  [np.concatenate(rows, 0)], axis=1)
     print(f"docs/a2r_lite_style.png {shape[1]}x{shape[0]} {nbytes} bytes")
-    # Upper bound of the stylize stage's choice of target: each held-out photo's own statistics
-    # (a reference photo of the very scene), DEFAULT recipe.
+    # Upper bound of a reference photo: each held-out photo as its own reference (colours and
+    # AdaIN statistics of the very scene), DEFAULT recipe.
     own = []
     for name in HELD_OUT:
         ph = load_bgr(name)
         toon = tf.toonify(ph)
         own.append((name, psnr(pkg.convert(toon), ph),
-                    psnr(pkg.convert(toon, stats=pkg.stats_of(ph)), ph)))
-    lines += ["", "With each held-out photo's own statistics as the reference (DEFAULT recipe; an "
-              "upper bound for a reference photo of the same scene), PSNR model's target -> own: "
+                    psnr(pkg.convert_like(toon, ph), ph)))
+    lines += ["", "With each held-out photo as its own reference (DEFAULT recipe; an upper "
+              "bound for a reference photo of the same scene), PSNR model's target -> own: "
               + ", ".join(f"{n} {a:.2f} -> {b:.2f} dB" for n, a, b in own)
               + f"; mean {np.mean([a for _, a, _ in own]):.2f} -> "
               f"{np.mean([b for _, _, b in own]):.2f} dB."]
@@ -340,11 +342,14 @@ def main():
         lines.append("")
     lines += ["## Reference photo (AdaIN statistics from a user's photo)", "",
               "`Engine.convert(toon, style=ref)` / `python -m a2r_edge convert --style REF`: "
-              "the AdaIN stage takes the per-channel mean/std of encoder(REF) instead of the "
-              "model's own target (its bundled photo statistics, or those its content map "
-              "predicts from the toon's). Content: the astronaut toon (DEFAULT recipe). "
-              "`a2r_lite_style.png`, one row per reference: toon | model's target | "
-              "reference statistics | reference photo. Lab mean distance: Euclidean distance of "
+              "the toon's colours move half-way to REF's (per-channel mean and std, "
+              "`a2r_edge.stages.colour_transfer`), then the AdaIN stage takes the per-channel "
+              "mean/std of encoder(REF) instead of the model's own target (its bundled photo "
+              "statistics, or those its content map predicts from the toon's). The network "
+              "predicts a residual to its input, so the AdaIN statistics alone barely move the "
+              "colours. Content: the astronaut toon (DEFAULT recipe). `a2r_lite_style.png`, one "
+              "row per reference: toon | model's target | REF's AdaIN statistics only | "
+              "colours + AdaIN statistics | reference photo. Lab mean distance: Euclidean distance of "
               "the pictures' mean CIE Lab colour (OpenCV 8-bit Lab); E(output)/E(ref): texture "
               "energy relative to the reference photo's.", ""] + style_md + [
               "", "## Speed (onnxruntime CPU, this pipeline, 512x512, median of "
