@@ -88,30 +88,34 @@ STYLE_COLOUR = 0.5
 
 def colour_stats(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A reference photo's colour statistics: mean and sqrt(var + 1) over its pixels of B, G, R
-    and their BT.601 luma (for gray pictures), float64 (4,) each. bgr: uint8 (H, W, 3)."""
-    px = bgr.reshape(-1, 3).astype(np.float32)
-    px = np.concatenate([px, px @ LUMA[::-1, None]], axis=1)
-    return px.mean(0, dtype=np.float64), np.sqrt(px.var(0, dtype=np.float64) + 1.0)
+    and its gray picture (OpenCV BGR2GRAY, for gray inputs), float64 (4,) each.
+    bgr: uint8 (H, W, 3)."""
+    import cv2
+    gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+    moments = [cv2.meanStdDev(v) for v in (bgr, gray)]
+    mean = np.concatenate([m.ravel() for m, _ in moments])
+    std = np.concatenate([sd.ravel() for _, sd in moments])
+    return mean, np.sqrt(std * std + 1.0)
 
 
 def colour_transfer(img: np.ndarray, ref, strength: float = STYLE_COLOUR) -> np.ndarray:
     """img uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA -> a new picture, same
-    layout: per colour channel, (v - m) / s * s' + m' with the picture's own mean m and
-    sqrt(var + 1) s, m' = m + strength * (ref mean - m), s' = s * (ref std / s) ** strength;
-    ref = colour_stats of the reference (a gray picture takes its luma statistics). Alpha is
-    kept."""
+    layout: per colour channel, (v - m) / s * s' + m' rounded and clipped, with the picture's
+    own mean m and sqrt(var + 1) s, m' = m + strength * (ref mean - m) and
+    s' = s * (ref std / s) ** strength; ref = colour_stats of the reference (a gray picture
+    takes its gray statistics). Alpha is kept. One 256-entry table per channel (cv2.LUT)."""
+    import cv2
     planes = img.reshape(img.shape[0], img.shape[1], -1)
-    nc = 1 if planes.shape[2] == 1 else 3
-    rm, rs = (ref[0][3:], ref[1][3:]) if nc == 1 else (ref[0][:3], ref[1][:3])
-    px = planes[:, :, :nc].astype(np.float32)
-    m = px.mean((0, 1), dtype=np.float64)
-    s = np.sqrt(px.var((0, 1), dtype=np.float64) + 1.0)
+    nc = planes.shape[2]
+    colour = 1 if nc == 1 else 3
+    rm, rs = (ref[0][3:], ref[1][3:]) if colour == 1 else (ref[0][:3], ref[1][:3])
+    m, sd = cv2.meanStdDev(planes if nc != 4 else np.ascontiguousarray(planes[:, :, :3]))
+    m, s = m.ravel(), np.sqrt(sd.ravel() ** 2 + 1.0)
     gain = (rs / s) ** strength
-    offset = m + strength * (rm - m) - m * gain            # v * gain + offset
-    px *= gain.astype(np.float32)
-    px += offset.astype(np.float32)
-    out = planes.copy()
-    np.rint(px, out=px)
-    np.clip(px, 0, 255, out=px)
-    out[:, :, :nc] = px
+    offset = m + strength * (rm - m) - m * gain            # v -> v * gain + offset
+    v = np.arange(256, dtype=np.float64)[:, None]
+    table = np.clip(np.rint(v * gain + offset), 0, 255).astype(np.uint8)
+    if nc == 4:                                            # alpha: the identity
+        table = np.concatenate([table, v.astype(np.uint8)], axis=1)
+    out = cv2.LUT(planes, table.reshape(256, 1, nc) if nc > 1 else table.reshape(256))
     return out.reshape(img.shape)
