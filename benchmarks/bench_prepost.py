@@ -1,4 +1,5 @@
-"""preprocess / postprocess on a 1920x1080 BGR frame against OpenCV (+ numpy) and copy bandwidth.
+"""preprocess / postprocess and style='s colour step on a 1920x1080 BGR frame against OpenCV
+(+ numpy) and copy bandwidth.
 
 Ours writes into a preallocated out=; the peers get preallocated buffers wherever their API takes
 one (blobFromImage has no dst, so it allocates its 24 MB result on every call).
@@ -6,7 +7,7 @@ one (blobFromImage has no dst, so it allocates its 24 MB result on every call).
 import cv2
 import numpy as np
 
-from a2r_edge import ops
+from a2r_edge import ops, stages
 from a2r_edge.backends import reference as ref
 from conftest import compare
 
@@ -56,3 +57,30 @@ def test_postprocess(benchmark, threads):
     compare(benchmark, lambda: ops.postprocess(x, MEAN, STD, out=out), numpy_cv2,
             op="postprocess", case="1080x1920 f32->bgr u8", threads=threads,
             peer_name="numpy + cv2.cvtColor", bytes_moved=H * W * 3 * 4 + H * W * 3, target=8)
+
+
+def test_colour_transfer(benchmark, threads):
+    """style='s colour step (statistics + one table per channel) against the same affine map
+    written as numpy float32 passes over the frame."""
+    img = _frame()
+    ref_stats = stages.colour_stats(img[::4, ::4] // 2 + 60)
+    px = np.empty((H, W, 3), np.float32)
+    peer_out = np.empty((H, W, 3), np.uint8)
+
+    def numpy_passes():
+        np.copyto(px, img)
+        m = px.mean((0, 1), dtype=np.float64)
+        s = np.sqrt(px.var((0, 1), dtype=np.float64) + 1.0)
+        k = stages.STYLE_COLOUR
+        gain = (ref_stats[1][:3] / s) ** k
+        np.multiply(px, gain.astype(np.float32), out=px)
+        np.add(px, (m + k * (ref_stats[0][:3] - m) - m * gain).astype(np.float32), out=px)
+        np.rint(px, out=px)
+        np.clip(px, 0, 255, out=px)
+        np.copyto(peer_out, px, casting="unsafe")
+        return peer_out
+
+    assert np.abs(numpy_passes().astype(int) - stages.colour_transfer(img, ref_stats)).max() <= 1
+    compare(benchmark, lambda: stages.colour_transfer(img, ref_stats), numpy_passes,
+            op="colour_transfer", case="1080x1920 bgr u8", threads=threads,
+            peer_name="numpy float32", bytes_moved=2 * H * W * 3)
