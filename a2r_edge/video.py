@@ -280,6 +280,9 @@ def parser() -> argparse.ArgumentParser:
                    help="convert at this size (the camera is asked for it; output keeps the "
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
+    p.add_argument("--style", metavar="REF_PHOTO",
+                   help="a reference photo: each frame's colours move half-way to its colours, "
+                        "and its statistics steer the AdaIN stage (as convert --style)")
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
                    help="weight of the past in the EMA of AdaIN statistics and ROI boxes "
                         "(0: none; default 0.8, ~5 frames)")
@@ -363,6 +366,13 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         source = itertools.chain([first], read_frames(cap))
     engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth))
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
+    style = None
+    if args.style:
+        from .cli_convert import read_picture
+        style = read_picture(Path(args.style))
+        if engine.model.stage("adain") is None:
+            raise UsageError(f"model {engine.model.name!r} has no AdaIN stage: --style does not "
+                             f"apply")
     if args.max_frames is not None:
         source = itertools.islice(source, args.max_frames)
 
@@ -376,7 +386,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
             yield frame
 
     writer, frames, note, code = None, 0, "", 0
-    stream = engine.stream(prepared(), content_stats=ema)
+    stream = engine.stream(prepared(), style, content_stats=ema)
     t0 = time.perf_counter()
     try:
         for out in stream:

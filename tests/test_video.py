@@ -10,10 +10,11 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import onnx
 import pytest
 
 from a2r_edge import Engine, video
-from model_packages import make_package
+from model_packages import make_package, upscaler_2x
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,36 @@ def test_file_mode_keeps_every_frame_in_order_size_and_fps(package, tmp_path, ca
         assert int(np.argmin(err)) == k
 
 
+def test_file_mode_style_moves_every_frame_towards_the_reference(package, tmp_path):
+    src, dst, ref_path = tmp_path / "in.avi", tmp_path / "out.avi", tmp_path / "ref.png"
+    write_video(src, 4)
+    ref_photo = np.zeros((20, 20, 3), np.uint8)
+    ref_photo[..., 0] = 200                                  # blue
+    cv2.imwrite(str(ref_path), ref_photo)
+    assert video.main(["--input", str(src), "--output", str(dst), "--model", str(package),
+                       "--style", str(ref_path), "--smooth", "0", "-q"]) == 0
+    got, _ = read_video(dst)
+    inputs, _ = read_video(src)
+    eng = Engine(str(package))
+    assert len(got) == 4
+    for g, f in zip(got, inputs):   # MJPG is lossy: compared by mean colour
+        styled = eng.convert(f, style=ref_photo).reshape(-1, 3).mean(0)
+        plain = eng.convert(f).reshape(-1, 3).mean(0)
+        mean = g.reshape(-1, 3).mean(0)
+        assert np.abs(mean - styled).max() < 4 < np.abs(mean - plain).max()
+
+
+def test_style_needs_an_adain_stage(tmp_path, capsys):
+    model = tmp_path / "up2.onnx"
+    onnx.save(upscaler_2x(np.random.default_rng(0)), model)
+    src, ref_path = tmp_path / "in.avi", tmp_path / "ref.png"
+    write_video(src, 2)
+    cv2.imwrite(str(ref_path), np.zeros((8, 8, 3), np.uint8))
+    assert video.main(["--input", str(src), "--model", str(model), "--style", str(ref_path),
+                       "-q"]) == 2
+    assert "no AdaIN stage" in capsys.readouterr().err
+
+
 def test_file_mode_max_frames_and_resize(package, tmp_path):
     src, dst = tmp_path / "in.avi", tmp_path / "out.mp4"
     write_video(src, 10)
@@ -86,6 +117,7 @@ def test_file_mode_max_frames_and_resize(package, tmp_path):
     (["--input", "__VIDEO__", "--size", "12"], "WxH"),
     (["--input", "__VIDEO__", "--smooth", "1.5"], "smooth"),
     (["--camera", "0", "--input", "__VIDEO__"], "not allowed"),
+    (["--input", "__VIDEO__", "--style", "/nonexistent/ref.png"], "cannot read"),
 ])
 def test_bad_arguments_one_line_exit_2(package, tmp_path, capsys, argv, match):
     bad = tmp_path / "bad.avi"
