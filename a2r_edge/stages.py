@@ -107,10 +107,10 @@ def colour_transfer(img: np.ndarray, ref, strength: float = STYLE_COLOUR) -> np.
     import cv2
     planes = img.reshape(img.shape[0], img.shape[1], -1)
     nc = planes.shape[2]
-    colour = 1 if nc == 1 else 3
-    rm, rs = (ref[0][3:], ref[1][3:]) if colour == 1 else (ref[0][:3], ref[1][:3])
-    m, sd = cv2.meanStdDev(planes if nc != 4 else np.ascontiguousarray(planes[:, :, :3]))
-    m, s = m.ravel(), np.sqrt(sd.ravel() ** 2 + 1.0)
+    nc_colour = 1 if nc == 1 else 3
+    rm, rs = (ref[0][3:], ref[1][3:]) if nc == 1 else (ref[0][:3], ref[1][:3])
+    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes))   # alpha's: dropped
+    s = np.sqrt(sd * sd + 1.0)
     gain = (rs / s) ** strength
     offset = m + strength * (rm - m) - m * gain            # v -> v * gain + offset
     v = np.arange(256, dtype=np.float64)[:, None]
