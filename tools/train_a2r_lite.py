@@ -383,6 +383,8 @@ def main():
     ap.add_argument("--tex", type=float, default=TEX_W, help="weight of the HF-energy term")
     ap.add_argument("--tex-mask", type=int, default=1,
                     help="1: the HF-energy term ignores pixels near the toon's ink")
+    ap.add_argument("--ink-weight", type=float, default=1.0,
+                    help="weight of the toon's ink pixels (ink_free) in the L1 term")
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
     ap.add_argument("--extra-photos", type=int, default=0,
@@ -398,6 +400,8 @@ def main():
                          f"at 1/2 and full resolution (default {N_DEC_BLOCKS},{D2},{D1}; "
                          "a --resume run keeps the package's)")
     args = ap.parse_args()
+    if not args.ink_weight > 0:
+        ap.error(f"--ink-weight must be > 0, got {args.ink_weight:g}")
     if args.resume and args.decoder:
         ap.error("--decoder: a --resume run keeps the decoder of the package it resumes")
     try:
@@ -488,8 +492,12 @@ def main():
         elif rng.rand() < 0.3:    # batch-average statistics, as the bundled average at inference
             m, s = m.mean(0, keepdim=True), s.mean(0, keepdim=True)
         out = x + dec(adain(f, m, s))
-        tex = hf_energy_loss(out, y, ink_free(x, y) if args.tex_mask else None)
-        loss = (out - y).abs().mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
+        free = ink_free(x, y)
+        tex = hf_energy_loss(out, y, free if args.tex_mask else None)
+        l1 = (out - y).abs()
+        if args.ink_weight != 1.0:   # the toon's ink pixels count ink_weight times in the L1
+            l1 = l1 * (1.0 + (args.ink_weight - 1.0) * (1.0 - free))
+        loss = l1.mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -523,19 +531,22 @@ def main():
                f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
                f"--recipes {args.recipes} --family {args.family} "
                f"--extra-photos {args.extra_photos} --stats-map {args.stats_map} "
-               f"--version {args.version}"
+               + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
+               + f"--version {args.version}"
                + (" --resume PREVIOUS" if args.resume
                   else f" --decoder {','.join(map(str, decoder))}"))
     runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
                          "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
                          "family": args.family, "extra_photos": args.extra_photos,
                          "stats_map": args.stats_map,
+                         **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
                          "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
-                "loss": f"L1 + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
+                "loss": "L1" + (f" ({args.ink_weight:g} x on ink)" if args.ink_weight != 1.0 else "")
+                        + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
                         + (" + content-map MSE on [mean, ln std]" if args.stats_map else ""),
                 "data": data_note(photos), "decoder": decoder, "held_out": HELD_OUT,
                 "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
