@@ -357,11 +357,14 @@ class Engine:
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features
         the stage before the AdaIN stage makes of it."""
-        photo = _as_picture(photo, "style")
+        return self._feature_stats(self._bgr(_as_picture(photo, "style")))
+
+    def _feature_stats(self, bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """style_stats of a picture already in BGR."""
         if self.model.stage("adain") is None:
             raise ValueError(f"model {self.model.name!r} has no AdaIN stage: style= does not apply")
         with self._lock:
-            x = ops.preprocess(self._bgr(photo), self.model.mean, self.model.std)
+            x = ops.preprocess(bgr, self.model.mean, self.model.std)
             x = self._features(x)
             return ops.channel_stats(x, self.model.stage("adain").params["eps"])
 
@@ -369,8 +372,8 @@ class Engine:
         """(AdaIN statistics, colour statistics) of a reference photo; (None, None) without."""
         if style is None:
             return None, None
-        stats = self.style_stats(style)
-        return stats, stages.colour_stats(self._bgr(style))
+        bgr = self._bgr(_as_picture(style, "style"))
+        return self._feature_stats(bgr), stages.colour_stats(bgr)
 
     def latency(self) -> dict[str, dict[str, float]]:
         """{stage: {"median": s, "p95": s, "count": n}} of the current or last stream."""
