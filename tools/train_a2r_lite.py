@@ -492,7 +492,7 @@ def main():
         elif rng.rand() < 0.3:    # batch-average statistics, as the bundled average at inference
             m, s = m.mean(0, keepdim=True), s.mean(0, keepdim=True)
         out = x + dec(adain(f, m, s))
-        free = ink_free(x, y)
+        free = ink_free(x, y) if args.tex_mask or args.ink_weight != 1.0 else None
         tex = hf_energy_loss(out, y, free if args.tex_mask else None)
         l1 = (out - y).abs()
         if args.ink_weight != 1.0:   # the toon's ink pixels count ink_weight times in the L1
