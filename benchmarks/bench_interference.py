@@ -82,7 +82,7 @@ def child(spinning: bool) -> dict:
                     s, x, style, out=buf(s.name, x.shape))
             else:
                 runners[s.name] = lambda x, s=s: run_stage.guided_filter(
-                    s, x, guide, base=buf("base", guide.shape), out=buf(s.name, x.shape))
+                    s, x, guide, out=buf(s.name, x.shape))
 
         def chain():
             x = picture

@@ -35,8 +35,15 @@ def converter(model, threads: int):
                 st = stats[s["name"]]
                 mu = y.mean(axis=(2, 3), keepdims=True)
                 sd = np.sqrt(y.var(axis=(2, 3), keepdims=True) + s.get("eps", 1e-5))
-                y = ((y - mu) / sd * np.array(st["std"], np.float32).reshape(1, -1, 1, 1)
-                     + np.array(st["mean"], np.float32).reshape(1, -1, 1, 1)).astype(np.float32)
+                t_mean, t_std = np.array(st["mean"]), np.array(st["std"])
+                if "content_map" in st:   # target predicted from the picture's own statistics
+                    c = t_mean.size
+                    z = (np.array(st["content_map"]["weight"]) @ np.r_[mu.ravel(), np.log(sd.ravel())]
+                         + np.array(st["content_map"]["bias"]))
+                    t_mean, t_std = (np.clip(z[:c], t_mean - 4 * t_std, t_mean + 4 * t_std),
+                                     t_std * np.exp(np.clip(z[c:] - np.log(t_std), -4, 4)))
+                y = ((y - mu) / sd * t_std.astype(np.float32).reshape(1, -1, 1, 1)
+                     + t_mean.astype(np.float32).reshape(1, -1, 1, 1)).astype(np.float32)
             else:
                 luma = (0.299 * x[0, 0] + 0.587 * x[0, 1] + 0.114 * x[0, 2]).astype(np.float32)
                 src = np.ascontiguousarray(y[0].transpose(1, 2, 0))
