@@ -3,7 +3,8 @@
  *
  * A2R_KERNEL(a2r_op) names this level's variant (a2r_op_avx2, ...); the op's dispatch.c picks one.
  * Bodies are plain C written for the auto-vectoriser (restrict pointers, unit-stride inner loops,
- * no calls but inline helpers); the flags decide the vector width. */
+ * no calls but inline helpers); the flags decide the vector width. Where the vectoriser's result
+ * depends on the surrounding code, a loop uses the vector type a2r_vf below instead. */
 #ifndef A2R_ISA_H
 #define A2R_ISA_H
 
@@ -36,6 +37,28 @@
 #define A2R_MADD(a, b, c) __builtin_fmaf((a), (b), (c))
 #else
 #define A2R_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* One vector register of floats as a GCC/clang vector type, for the few loops whose vectorised
+ * form the auto-vectoriser does not find reliably (moments.h says which and why). Elementwise
+ * operators apply; A2R_VMADD fuses on the x86 levels with FMA (elsewhere, aarch64 included, it
+ * rounds twice: the moments' error bound holds either way). */
+typedef float a2r_vf __attribute__((vector_size(4 * A2R_VEC_FLOATS)));
+
+static inline a2r_vf a2r_vload(const float *p) {  /* any alignment */
+    a2r_vf v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define A2R_VMADD(a, b, c) ((a2r_vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif defined(__FMA__) && defined(__AVX2__)
+#include <immintrin.h>
+#define A2R_VMADD(a, b, c) ((a2r_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#else
+#define A2R_VMADD(a, b, c) ((a) * (b) + (c))
 #endif
 
 /* The calling thread's index and the team size inside an OpenMP region (0 and 1 without OpenMP). */

@@ -9,33 +9,26 @@
  *     d is centred and there is no E[x^2] - E[x]^2 cancellation (bound: a2r_moments_add_block);
  *   - each block's lanes fold into float64 (n, mean, M2); blocks, thread pieces and planes merge
  *     with Chan et al.'s pairwise update, in float64.
- * The lane updates acc[k] += d[k] are elementwise, which GCC vectorises at -O3 (a scalar float
- * reduction it would not reorder without -ffast-math). Measured in L1 on Zen 4: 24 Gfloat/s
- * (AVX-512), 16.6 (AVX2), 4.6 (SSE2). NaN or inf anywhere in a plane gives a NaN result. */
+ * The lanes are 4 vector registers per sum (a2r_vf), written out: as unrolled plain C, GCC 12's
+ * vectoriser kept them in registers in one kernel and spilled the sum lanes to scalar stack
+ * slots in another (adain: 2.9 ms for 64x256x256 on 1 thread, against 0.45 ms for
+ * channel_stats), and SSE2 needed an SLP-only attribute. channel_stats of 32 planes of 128x128
+ * (L2) on Zen 4, 1 thread: 19 Gfloat/s (AVX-512), 16 (AVX2). NaN or inf anywhere in a plane
+ * gives a NaN result. */
 #ifndef A2R_MOMENTS_H
 #define A2R_MOMENTS_H
 
 #include "a2r_isa.h"
 
 /* 4 vectors per accumulator array: 4 independent add/FMA chains each hide the 4-cycle latency. */
-#ifndef A2R_MOM_LANES
-#define A2R_MOM_LANES (4 * A2R_VEC_FLOATS)
-#endif
+#define A2R_MOM_VECS 4
+#define A2R_MOM_LANES (A2R_MOM_VECS * A2R_VEC_FLOATS)
 /* Terms per float lane in a block: its lane sums carry ~A2R_MOM_TERMS ulps of error at worst;
  * 64 amortises the per-block fold and merge (16: 17, 32: 21, 64: 23 Gfloat/s on AVX-512). */
 #ifndef A2R_MOM_TERMS
 #define A2R_MOM_TERMS 64
 #endif
 #define A2R_MOM_BLOCK (A2R_MOM_TERMS * A2R_MOM_LANES)
-
-/* SSE2 only: GCC 12's loop vectoriser turns the lane loops below into outer-loop vectorised code
- * full of shuffles (1.8 Gfloat/s in L1 on Zen 4); leaving them to the SLP vectoriser, which maps
- * the unrolled lanes onto registers, measured 4.6 Gfloat/s. AVX2/AVX-512 pick the good form. */
-#if !defined(__AVX2__) && defined(__GNUC__) && !defined(__clang__)
-#define A2R_SLP_ONLY __attribute__((optimize("no-tree-loop-vectorize")))
-#else
-#define A2R_SLP_ONLY
-#endif
 
 /* Count, mean and sum of squared deviations (M2; biased variance = m2 / n) of a range. */
 typedef struct {
@@ -65,29 +58,32 @@ static inline double a2r_lanes_sum(float *restrict v) {
 }
 
 /* Mean of a block by pass 1 (float lanes): the pivot of a range's first block. */
-A2R_SLP_ONLY static inline float a2r_block_mean(const float *restrict x, int64_t n) {
+static inline float a2r_block_mean(const float *restrict x, int64_t n) {
     const int64_t nv = n - n % A2R_MOM_LANES;
-    float acc[A2R_MOM_LANES] = {0.0f};
+    a2r_vf acc[A2R_MOM_VECS] = {{0.0f}};
     for (int64_t i = 0; i < nv; i += A2R_MOM_LANES)
-        #pragma GCC unroll 64
-        for (int k = 0; k < A2R_MOM_LANES; k++) acc[k] += x[i + k];
-    double t = a2r_lanes_sum(acc);
+        for (int j = 0; j < A2R_MOM_VECS; j++) acc[j] += a2r_vload(x + i + j * A2R_VEC_FLOATS);
+    float lanes[A2R_MOM_LANES];
+    __builtin_memcpy(lanes, acc, sizeof lanes);
+    double t = a2r_lanes_sum(lanes);
     for (int64_t i = nv; i < n; i++) t += x[i];
     return (float)(t / (double)n);
 }
 
 /* Moments of one block, 1 <= n <= A2R_MOM_BLOCK, from sums of d = x - pivot in float lanes. */
-A2R_SLP_ONLY static inline a2r_moments a2r_block_moments(const float *restrict x, int64_t n, float pivot) {
+static inline a2r_moments a2r_block_moments(const float *restrict x, int64_t n, float pivot) {
     const int64_t nv = n - n % A2R_MOM_LANES;
     const double inv_n = 1.0 / (double)n;
-    float s[A2R_MOM_LANES] = {0.0f}, q[A2R_MOM_LANES] = {0.0f};
+    a2r_vf sv[A2R_MOM_VECS] = {{0.0f}}, qv[A2R_MOM_VECS] = {{0.0f}};
     for (int64_t i = 0; i < nv; i += A2R_MOM_LANES)
-        #pragma GCC unroll 64
-        for (int k = 0; k < A2R_MOM_LANES; k++) {
-            const float d = x[i + k] - pivot;
-            s[k] += d;
-            q[k] = A2R_MADD(d, d, q[k]);
+        for (int j = 0; j < A2R_MOM_VECS; j++) {
+            const a2r_vf d = a2r_vload(x + i + j * A2R_VEC_FLOATS) - pivot;
+            sv[j] += d;
+            qv[j] = A2R_VMADD(d, d, qv[j]);
         }
+    float s[A2R_MOM_LANES], q[A2R_MOM_LANES];
+    __builtin_memcpy(s, sv, sizeof s);
+    __builtin_memcpy(q, qv, sizeof q);
     double sd = a2r_lanes_sum(s), qd = a2r_lanes_sum(q);
     for (int64_t i = nv; i < n; i++) {
         const double d = (double)x[i] - pivot;
