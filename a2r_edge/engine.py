@@ -345,14 +345,17 @@ class Engine:
             yield out if box is None else roi_mod.paste(frame, out, box)
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
-               content_stats: Callable | None = None) -> Iterator[np.ndarray]:
+               content_stats: Callable | None = None,
+               colour_stats: Callable | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
-        applied to each frame's AdaIN content statistics before use (video.py smooths them
-        over time). Per-stage latencies of the current or last stream: ``latency()``."""
-        return self._with_roi(frames,
-                              lambda fr: self._stream(fr, style, content_stats=content_stats))
+        applied to each frame's AdaIN content statistics before use; colour_stats: the same for
+        each frame's own colour statistics (``stages.colour_moments``) before style='s colour
+        step, called in frame order (video.py smooths both over time). Per-stage latencies of
+        the current or last stream: ``latency()``."""
+        return self._with_roi(frames, lambda fr: self._stream(
+            fr, style, content_stats=content_stats, colour_stats=colour_stats))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features
@@ -451,7 +454,7 @@ class Engine:
         s = self.model.stride
         return max(s * max(1, 64 // s), side // s * s)  # at least 64 px: margins stay a minority
 
-    def _stream(self, frames, style, cache=False, content_stats=None):
+    def _stream(self, frames, style, cache=False, content_stats=None, colour_stats=None):
         stats, colour = self._reference(style)
         tile = self.tile
 
@@ -459,7 +462,7 @@ class Engine:
 
         def prep(item):
             i, frame = item
-            frame = _styled(_as_picture(frame, f"frame {i}"), colour)
+            frame = _styled(_as_picture(frame, f"frame {i}"), colour, colour_stats)
             key = self._cache_key(frame, stats, tile) if cache else None
             if key is not None:
                 hit = self._cache.get(key)
@@ -663,9 +666,13 @@ class Engine:
         return finish_layout(img, full[:oh, :ow])
 
 
-def _styled(img: np.ndarray, colour) -> np.ndarray:
-    """The picture to convert: as given, or its colours moved towards a reference photo's."""
-    return img if colour is None else stages.colour_transfer(img, colour)
+def _styled(img: np.ndarray, colour, own_stats: Callable | None = None) -> np.ndarray:
+    """The picture to convert: as given, or its colours moved towards a reference photo's
+    (own_stats: applied to the picture's own colour statistics first, as in ``stream``)."""
+    if colour is None:
+        return img
+    own = None if own_stats is None else own_stats(stages.colour_moments(img))
+    return stages.colour_transfer(img, colour, own=own)
 
 
 def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -98,19 +98,30 @@ def colour_stats(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(std * std + 1.0)
 
 
-def colour_transfer(img: np.ndarray, ref, strength: float = STYLE_COLOUR) -> np.ndarray:
+def colour_moments(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A picture's own colour statistics, as colour_transfer measures them: mean and
+    sqrt(var + 1) of each colour channel (1 for gray, B, G, R otherwise; alpha is not a colour),
+    float64. img: uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA."""
+    import cv2
+    planes = img.reshape(img.shape[0], img.shape[1], -1)
+    nc_colour = 1 if planes.shape[2] == 1 else 3
+    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes))   # alpha's: dropped
+    return m, np.sqrt(sd * sd + 1.0)
+
+
+def colour_transfer(img: np.ndarray, ref, strength: float = STYLE_COLOUR,
+                    own=None) -> np.ndarray:
     """img uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA -> a new picture, same
     layout: per colour channel, (v - m) / s * s' + m' rounded and clipped, with the picture's
-    own mean m and sqrt(var + 1) s, m' = m + strength * (ref mean - m) and
-    s' = s * (ref std / s) ** strength; ref = colour_stats of the reference (a gray picture
-    takes its gray statistics). Alpha is kept. One 256-entry table per channel (cv2.LUT)."""
+    own statistics m, s (colour_moments, or ``own`` when given: video passes them smoothed over
+    time), m' = m + strength * (ref mean - m) and s' = s * (ref std / s) ** strength; ref =
+    colour_stats of the reference (a gray picture takes its gray statistics). Alpha is kept.
+    One 256-entry table per channel (cv2.LUT)."""
     import cv2
     planes = img.reshape(img.shape[0], img.shape[1], -1)
     nc = planes.shape[2]
-    nc_colour = 1 if nc == 1 else 3
     rm, rs = (ref[0][3:], ref[1][3:]) if nc == 1 else (ref[0][:3], ref[1][:3])
-    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes))   # alpha's: dropped
-    s = np.sqrt(sd * sd + 1.0)
+    m, s = colour_moments(img) if own is None else own
     gain = (rs / s) ** strength
     offset = m + strength * (rm - m) - m * gain            # v -> v * gain + offset
     v = np.arange(256, dtype=np.float64)[:, None]

@@ -9,8 +9,9 @@ message. File: every frame is converted, in order, none dropped; the output keep
 fps and size and is written to a temporary file renamed into place at the end, so it is always
 finalised and playable, also after Ctrl-C. The frames run through ``Engine.stream`` (preprocess,
 network and postprocess pipelined over threads). Against flicker the AdaIN content statistics
-(and the ROI box, when a detector is used) are smoothed over time: s = a * s_prev + (1 - a) * x
-with a = --smooth. At the end a summary: fps, per-stage latency (median, p95), frames dropped.
+(and the ROI box, when a detector is used, and with --style the frame's own colour statistics
+that the colour step maps onto the reference's) are smoothed over time:
+s = a * s_prev + (1 - a) * x with a = --smooth. At the end a summary: fps, per-stage latency (median, p95), frames dropped.
 Bad arguments or an unreadable input: one line, exit code 2; camera lost: exit code 1.
 """
 from __future__ import annotations
@@ -201,8 +202,9 @@ class AtomicVideoWriter:
 # --- temporal smoothing ------------------------------------------------------------------------
 
 class EmaStats:
-    """EMA of the AdaIN content statistics, for ``Engine.stream(content_stats=)``:
-    s = alpha * s_prev + (1 - alpha) * x (the first frame starts it)."""
+    """EMA of per-channel statistics (mean, std), for ``Engine.stream(content_stats=)`` and
+    ``colour_stats=``: s = alpha * s_prev + (1 - alpha) * x (the first frame, or the first after
+    the channel count changed, starts it)."""
 
     def __init__(self, alpha: float):
         self.alpha, self.state = alpha, None
@@ -284,8 +286,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a reference photo: each frame's colours move half-way to its colours, "
                         "and its statistics steer the AdaIN stage (as convert --style)")
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
-                   help="weight of the past in the EMA of AdaIN statistics and ROI boxes "
-                        "(0: none; default 0.8, ~5 frames)")
+                   help="weight of the past in the EMA of AdaIN statistics, ROI boxes and, "
+                        "with --style, the frames' colour statistics (0: none; default 0.8, "
+                        "~5 frames)")
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region (the animeface package; "
                         "the whole frame until a face is found)")
@@ -386,7 +389,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
             yield frame
 
     writer, frames, note, code = None, 0, "", 0
-    stream = engine.stream(prepared(), style, content_stats=ema)
+    colour_ema = EmaStats(args.smooth) if args.smooth > 0 and style is not None else None
+    stream = engine.stream(prepared(), style, content_stats=ema, colour_stats=colour_ema)
     t0 = time.perf_counter()
     try:
         for out in stream:

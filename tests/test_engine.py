@@ -179,6 +179,25 @@ def test_colour_transfer_moves_mean_and_std_by_the_strength():
     assert np.abs(half.astype(int) - colour_moved(img, ref_photo)).max() <= 1  # float32 vs 64
 
 
+def test_colour_transfer_takes_the_pictures_own_statistics_when_given():
+    """own= replaces the picture's measured statistics (video passes smoothed ones): its own
+    give the same picture in every layout, another picture's give that picture's mapping."""
+    from a2r_edge import stages
+    ref_stats = stages.colour_stats(picture((40, 40, 3), seed=15) // 3 + 60)
+    bgr, other = picture((32, 32, 3), seed=16), picture((32, 32, 3), seed=17) // 2
+    for img in (bgr, bgr[:, :, 0], bgr[:, :, :1], np.dstack([bgr, bgr[:, :, 1]])):
+        own = stages.colour_moments(img)
+        assert own[0].shape == ((1,) if img.ndim == 2 or img.shape[2] == 1 else (3,))
+        np.testing.assert_array_equal(stages.colour_transfer(img, ref_stats, own=own),
+                                      stages.colour_transfer(img, ref_stats))
+    m, s = stages.colour_moments(other)
+    got = stages.colour_transfer(bgr, ref_stats, own=(m, s)).astype(np.float64)
+    gain = (ref_stats[1][:3] / s) ** stages.STYLE_COLOUR
+    want = bgr * gain + (m + stages.STYLE_COLOUR * (ref_stats[0][:3] - m) - m * gain)
+    assert np.abs(got - np.clip(np.rint(want), 0, 255)).max() == 0
+    assert np.abs(got - stages.colour_transfer(bgr, ref_stats)).mean() > 5
+
+
 def test_content_map_predicts_the_target_statistics(tmp_path):
     """A statistics file with a content map: each picture's target statistics come from its
     own features (semantics in expected()); a reference photo's still replace them; tiles share

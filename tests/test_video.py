@@ -280,6 +280,35 @@ def test_smoothed_statistics_feed_the_content_map(tmp_path):
     assert np.abs(outs[2].astype(int) - eng.convert(frames[2])).mean() > 1
 
 
+def test_smoothed_colour_statistics_steady_the_style_colour_step(package):
+    """A dark patch comes and goes at the bottom: the colour step maps each frame from its own
+    colour statistics, so the rows the patch never covers change colour with it; with those
+    statistics smoothed (colour_stats=EmaStats) they change less. The first frame (the EMA
+    starts at its own statistics) is convert(style=)'s."""
+    eng = Engine(str(package))
+    rng = np.random.default_rng(2)
+    base = np.clip(rng.normal(120, 30, (32, 32, 3)), 0, 255).astype(np.uint8)
+    frames = []
+    for i in range(8):
+        f = base.copy()
+        if i % 2:
+            f[16:] = 10
+        frames.append(f)
+    ref_photo = np.clip(rng.normal(90, 20, (20, 20, 3)) + [60, 0, -40], 0, 255).astype(np.uint8)
+
+    def top_change(**smoothing):
+        outs = list(eng.stream(frames, ref_photo, content_stats=video.EmaStats(0.9),
+                               **smoothing))
+        means = np.array([o[:12].reshape(-1, 3).mean(0) for o in outs])
+        return outs[0], np.abs(np.diff(means, axis=0)).mean()
+
+    first, plain = top_change()
+    first_smoothed, smoothed = top_change(colour_stats=video.EmaStats(0.9))
+    assert smoothed < 0.5 * plain
+    np.testing.assert_array_equal(first_smoothed, first)
+    assert np.abs(first.astype(int) - eng.convert(frames[0], style=ref_photo)).max() <= 1
+
+
 def test_detector_region_is_converted_and_pasted(package, tmp_path):
     src, dst = tmp_path / "in.avi", tmp_path / "out.avi"
     write_video(src, 4)
