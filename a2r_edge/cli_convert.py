@@ -48,8 +48,12 @@ def add_parser(sub) -> None:
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")
     p.add_argument("--style", metavar="REF_PHOTO",
-                   help="a reference photo: the picture's colours move half-way to its "
-                        "colours, and its statistics steer the AdaIN stage")
+                   help="a reference photo: the picture's colours move towards its colours "
+                        "(--style-colour), and its statistics steer the AdaIN stage")
+    p.add_argument("--style-colour", type=style_colour, metavar="S",
+                   help="with --style: the share of the way each picture's colour mean and std "
+                        "move to the reference's (0: its own colours, 1: the reference's; "
+                        "default: half-way)")
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region, pasted back feathered "
                         "(needs the optional animeface package; no face: the whole picture)")
@@ -67,6 +71,23 @@ def add_parser(sub) -> None:
                         "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
                         "local run writes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def style_colour(text: str) -> float:
+    """--style-colour S: a number in [0, 1] (argparse type, shared with the video command)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"--style-colour must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def check_style_options(args: argparse.Namespace) -> None:
+    """--style-colour means nothing without --style: refused rather than ignored."""
+    if args.style is None and args.style_colour is not None:
+        raise ValueError("--style-colour needs --style REF_PHOTO")
 
 
 def _ray_address(value: str) -> str:
@@ -294,7 +315,7 @@ def convert_here(args: argparse.Namespace, files: list[Path],
                                                    args.side_by_side):
                     yield i, None, None
                     continue
-                out = engine.convert(img, style=style)
+                out = engine.convert(img, style=style, style_colour=args.style_colour)
                 yield i, finish(img, out, dst_path, args.side_by_side), None
             except CONVERT_ERRORS as exc:  # one bad picture never stops the others
                 yield i, None, failure(src_path, exc)
@@ -337,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
     if on_ray:
         from . import distributed
         distributed.require_ray()  # before any work: the one line saying what to install
+    check_style_options(args)
     files, targets, shown, errors = plan_outputs(args)
     if on_ray:
         results = distributed.convert_on_ray(args, files, targets)

@@ -102,9 +102,10 @@ class _Converter:
     A picture that fails is a failure line in its row, never an exception (the job goes on);
     an Engine that cannot be built on this node fails each picture sent here, saying why."""
 
-    def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool):
+    def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool,
+                 style_colour: float | None = None):
         from .engine import Engine
-        self.style, self.sbs, self.broken = style, sbs, None
+        self.style, self.style_colour, self.sbs, self.broken = style, style_colour, sbs, None
         # Kept for the actor's life: the Engine's result cache keys hash the model files.
         self._model_dir = tempfile.TemporaryDirectory(prefix="a2r_edge_model_")
         root = Path(self._model_dir.name)
@@ -149,12 +150,14 @@ class _Converter:
         if not imgs:  # nothing left to convert (or no Engine on this node)
             return []
         try:
-            return self.engine.convert_batch(imgs, style=self.style)
+            return self.engine.convert_batch(imgs, style=self.style,
+                                             style_colour=self.style_colour)
         except cc.CONVERT_ERRORS:
             outs = []
             for img in imgs:
                 try:
-                    outs.append(self.engine.convert(img, style=self.style))
+                    outs.append(self.engine.convert(img, style=self.style,
+                                                    style_colour=self.style_colour))
                 except cc.CONVERT_ERRORS as exc:
                     outs.append(exc)
             return outs
@@ -220,7 +223,8 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
                 _Converter, batch_size=BATCH, batch_format="numpy",
                 fn_constructor_kwargs={"files": model, "entry": entry, "device": args.device,
                                        "roi": args.roi, "style": style,
-                                       "sbs": args.side_by_side},
+                                       "sbs": args.side_by_side,
+                                       "style_colour": args.style_colour},
                 # One actor per node (Ray Data spreads actors over the nodes); the Engine
                 # sizes its threads from the node, the CPU asked for only places the actor.
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
+import numbers
 import threading
 from typing import Callable, Iterable, Iterator
 
@@ -284,15 +285,16 @@ class Engine:
     # --- public API ------------------------------------------------------------------------------
 
     def convert(self, img: np.ndarray, style: np.ndarray | None = None, *,
-                tile: int | None = None) -> np.ndarray:
+                tile: int | None = None, style_colour: float | None = None) -> np.ndarray:
         """One picture: uint8 (H, W), (H, W, 3) BGR or (H, W, 4) BGRA -> the same layout, H and W
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
-        the model's own target statistics in the AdaIN stage, after the picture's colours
-        were moved part of the way to the photo's (``stages.colour_transfer``). tile: convert
-        in tiles of at most tile x tile pixels (default: the engine's ``tile``)."""
+        the model's own target statistics in the AdaIN stage, after the picture's colour mean
+        and std were moved the share style_colour (0..1; None: ``stages.STYLE_COLOUR``, half)
+        of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at most tile x tile pixels
+        (default: the engine's ``tile``)."""
         img = _as_picture(img)
         tile = self._check_tile(tile) or self.tile
-        stats, colour = self._reference(style)
+        stats, colour = self._reference(style, style_colour)
         box = self._roi(self._bgr(img)) if self._roi is not None else None
         if box is not None:
             x0, y0, x1, y1 = box
@@ -321,10 +323,11 @@ class Engine:
             self._cache.put(key, out)
         return out
 
-    def convert_batch(self, images: Iterable[np.ndarray],
-                      style: np.ndarray | None = None) -> list[np.ndarray]:
+    def convert_batch(self, images: Iterable[np.ndarray], style: np.ndarray | None = None, *,
+                      style_colour: float | None = None) -> list[np.ndarray]:
         """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
-        return list(self._with_roi(images, lambda fr: self._stream(fr, style, cache=True)))
+        return list(self._with_roi(images, lambda fr: self._stream(
+            fr, style, style_colour, cache=True)))
 
     def _with_roi(self, frames, run):
         """run(crops) over the ROI crops of ``frames``, each result pasted back (no ROI: as is)."""
@@ -345,8 +348,8 @@ class Engine:
             yield out if box is None else roi_mod.paste(frame, out, box)
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
-               content_stats: Callable | None = None,
-               colour_stats: Callable | None = None) -> Iterator[np.ndarray]:
+               content_stats: Callable | None = None, colour_stats: Callable | None = None,
+               style_colour: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
@@ -355,7 +358,7 @@ class Engine:
         step, called in frame order (video.py smooths both over time). Per-stage latencies of
         the current or last stream: ``latency()``."""
         return self._with_roi(frames, lambda fr: self._stream(
-            fr, style, content_stats=content_stats, colour_stats=colour_stats))
+            fr, style, style_colour, content_stats=content_stats, colour_stats=colour_stats))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features
@@ -371,12 +374,17 @@ class Engine:
             x = self._features(x)
             return ops.channel_stats(x, self.model.stage("adain").params["eps"])
 
-    def _reference(self, style):
-        """(AdaIN statistics, colour statistics) of a reference photo; (None, None) without."""
+    def _reference(self, style, strength):
+        """(AdaIN statistics, (colour statistics, strength)) of a reference photo and the share
+        of the way the colours move to it (None: the default); (None, None) without a photo."""
+        strength = stages.STYLE_COLOUR if strength is None else strength
+        if isinstance(strength, bool) or not isinstance(strength, numbers.Real) \
+                or not 0 <= strength <= 1:
+            raise ValueError(f"style_colour must be a number in [0, 1], got {strength!r}")
         if style is None:
             return None, None
         bgr = self._bgr(_as_picture(style, "style"))
-        return self._feature_stats(bgr), stages.colour_stats(bgr)
+        return self._feature_stats(bgr), (stages.colour_stats(bgr), float(strength))
 
     def latency(self) -> dict[str, dict[str, float]]:
         """{stage: {"median": s, "p95": s, "count": n}} of the current or last stream."""
@@ -454,8 +462,9 @@ class Engine:
         s = self.model.stride
         return max(s * max(1, 64 // s), side // s * s)  # at least 64 px: margins stay a minority
 
-    def _stream(self, frames, style, cache=False, content_stats=None, colour_stats=None):
-        stats, colour = self._reference(style)
+    def _stream(self, frames, style, strength, cache=False, content_stats=None,
+                colour_stats=None):
+        stats, colour = self._reference(style, strength)
         tile = self.tile
 
         slots = threading.BoundedSemaphore(_IN_FLIGHT)
@@ -668,11 +677,13 @@ class Engine:
 
 def _styled(img: np.ndarray, colour, own_stats: Callable | None = None) -> np.ndarray:
     """The picture to convert: as given, or its colours moved towards a reference photo's
-    (own_stats: applied to the picture's own colour statistics first, as in ``stream``)."""
+    (colour: its colour statistics and the strength; own_stats: applied to the picture's own
+    colour statistics first, as in ``stream``)."""
     if colour is None:
         return img
+    ref, strength = colour
     own = None if own_stats is None else own_stats(stages.colour_moments(img))
-    return stages.colour_transfer(img, colour, own=own)
+    return stages.colour_transfer(img, ref, strength, own=own)
 
 
 def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import roi
+from .cli_convert import check_style_options, style_colour
 
 FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB
@@ -283,8 +284,12 @@ def parser() -> argparse.ArgumentParser:
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
     p.add_argument("--style", metavar="REF_PHOTO",
-                   help="a reference photo: each frame's colours move half-way to its colours, "
-                        "and its statistics steer the AdaIN stage (as convert --style)")
+                   help="a reference photo: each frame's colours move towards its colours "
+                        "(--style-colour), and its statistics steer the AdaIN stage (as "
+                        "convert --style)")
+    p.add_argument("--style-colour", type=style_colour, metavar="S",
+                   help="with --style: the share of the way each frame's colour mean and std "
+                        "move to the reference's (0..1; default: half-way)")
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
                    help="weight of the past in the EMA of AdaIN statistics, ROI boxes and, "
                         "with --style, the frames' colour statistics (0: none; default 0.8, "
@@ -340,6 +345,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
 
     if args.max_frames is not None and args.max_frames < 1:
         raise UsageError(f"--max-frames must be >= 1, got {args.max_frames}")
+    check_style_options(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.suffix.lower() not in FOURCC:
         raise UsageError(f"output {out_path}: use a .mp4 or .avi file name")
@@ -390,7 +396,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
 
     writer, frames, note, code = None, 0, "", 0
     colour_ema = EmaStats(args.smooth) if args.smooth > 0 and style is not None else None
-    stream = engine.stream(prepared(), style, content_stats=ema, colour_stats=colour_ema)
+    stream = engine.stream(prepared(), style, content_stats=ema, colour_stats=colour_ema,
+                           style_colour=args.style_colour)
     t0 = time.perf_counter()
     try:
         for out in stream:

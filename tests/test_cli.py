@@ -85,6 +85,8 @@ def test_refuses_to_overwrite_an_input(tmp_path, model):
     (["in.png", "-o", "out.txt"], "picture file name"),
     (["in.png", "-o", "x.png", "--device", "gpu"], "CUDA"),
     (["in.png", "-o", "x.png", "--model", "nowhere"], "model not found"),
+    (["in.png", "-o", "x.png", "--style-colour", "0.3"], "--style-colour needs --style"),
+    (["in.png", "-o", "x.png", "--style", "in.png", "--style-colour", "1.5"], "in [0, 1]"),
 ])
 def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
     save(tmp_path / "in.png", (8, 8, 3))
@@ -98,7 +100,8 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
 def test_help_documents_the_options():
     p = cli("convert", "--help")
     assert p.returncode == 0
-    for option in ("--device", "--model", "--style", "--side-by-side", "--overwrite", "--ray"):
+    for option in ("--device", "--model", "--style", "--style-colour", "--side-by-side",
+                   "--overwrite", "--ray"):
         assert option in p.stdout
 
 

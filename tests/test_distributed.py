@@ -95,15 +95,16 @@ def test_folder_on_ray_is_the_local_run(tmp_path, model, ray_session, capsys):
 
 @pytest.mark.ray
 def test_style_side_by_side_and_resume_on_ray(tmp_path, model, ray_session, capsys):
-    """--style and --side-by-side reach the actors; --resume is checked against the driver's
-    output folder: complete outputs are kept, a missing and a half-written one redone."""
+    """--style, --style-colour and --side-by-side reach the actors; --resume is checked
+    against the driver's output folder: complete outputs are kept, a missing and a half-written
+    one redone."""
     folder = tmp_path / "in"
     folder.mkdir()
     for i in range(4):
         save(folder / f"p{i}.png", (12 + i, 10, 3), seed=i)
     style = tmp_path / "style.png"
     save(style, (20, 20, 3), seed=9)
-    opts = ["--model", model, "--style", style, "--side-by-side"]
+    opts = ["--model", model, "--style", style, "--style-colour", "0.8", "--side-by-side"]
     assert convert(capsys, folder, "-o", tmp_path / "local", *opts)[0] == 0
     shutil.copytree(tmp_path / "local", tmp_path / "ray")
     (tmp_path / "ray" / "p1.png").unlink()
@@ -228,10 +229,10 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
 
     # One picture the Engine refuses: only it fails, the batch's others are converted.
     class Refuses:
-        def convert_batch(self, imgs, style=None):
+        def convert_batch(self, imgs, style=None, style_colour=None):
             raise RuntimeError("one of them is too large")
 
-        def convert(self, img, style=None):
+        def convert(self, img, style=None, style_colour=None):
             if img.shape[0] == 14:
                 raise MemoryError("too large")
             return img

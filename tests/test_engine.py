@@ -153,6 +153,27 @@ def test_style_moves_the_colours_towards_the_reference(engine):
     assert np.abs(engine.convert(img, style=red, tile=16).astype(int) - styled).mean() < 4
 
 
+def test_style_colour_sets_how_far_the_colours_move(package, engine):
+    """style_colour=k moves the colours k of the way (0: the AdaIN statistics alone, 1: the
+    reference's mean and std), the same in convert, batches and streams; not a number in
+    [0, 1]: ValueError."""
+    img, ref_photo = picture((32, 32, 3), seed=5), picture((24, 28, 3), seed=6) // 2 + 100
+    stats = engine.style_stats(ref_photo)
+    for k in (0.0, 0.25, 1.0):
+        got = engine.convert(img, style=ref_photo, style_colour=k)
+        want = img if k == 0 else colour_moved(img, ref_photo, k)
+        assert np.abs(got.astype(int) - expected(package, want, stats)).max() <= 1
+        np.testing.assert_array_equal(
+            engine.convert_batch([img], style=ref_photo, style_colour=k)[0], got)
+        np.testing.assert_array_equal(
+            next(engine.stream([img], style=ref_photo, style_colour=k)), got)
+    for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="style_colour must be a number in"):
+            engine.convert(img, style=ref_photo, style_colour=bad)
+        with pytest.raises(ValueError, match="style_colour"):
+            list(engine.stream([img], style=ref_photo, style_colour=bad))
+
+
 def test_style_keeps_gray_and_alpha_layouts_and_flat_pictures(engine):
     ref_photo = picture((20, 20, 3), seed=10)
     gray = picture((24, 24), seed=11)

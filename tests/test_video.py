@@ -71,20 +71,23 @@ def test_file_mode_keeps_every_frame_in_order_size_and_fps(package, tmp_path, ca
         assert int(np.argmin(err)) == k
 
 
-def test_file_mode_style_moves_every_frame_towards_the_reference(package, tmp_path):
+@pytest.mark.parametrize("strength", [None, 0.9])
+def test_file_mode_style_moves_every_frame_towards_the_reference(package, tmp_path, strength):
     src, dst, ref_path = tmp_path / "in.avi", tmp_path / "out.avi", tmp_path / "ref.png"
     write_video(src, 4)
     ref_photo = np.zeros((20, 20, 3), np.uint8)
     ref_photo[..., 0] = 200                                  # blue
     cv2.imwrite(str(ref_path), ref_photo)
+    option = [] if strength is None else ["--style-colour", str(strength)]
     assert video.main(["--input", str(src), "--output", str(dst), "--model", str(package),
-                       "--style", str(ref_path), "--smooth", "0", "-q"]) == 0
+                       "--style", str(ref_path), "--smooth", "0", "-q"] + option) == 0
     got, _ = read_video(dst)
     inputs, _ = read_video(src)
     eng = Engine(str(package))
+    kw = {} if strength is None else {"style_colour": strength}
     assert len(got) == 4
     for g, f in zip(got, inputs):   # MJPG is lossy: compared by mean colour
-        styled = eng.convert(f, style=ref_photo).reshape(-1, 3).mean(0)
+        styled = eng.convert(f, style=ref_photo, **kw).reshape(-1, 3).mean(0)
         plain = eng.convert(f).reshape(-1, 3).mean(0)
         mean = g.reshape(-1, 3).mean(0)
         assert np.abs(mean - styled).max() < 4 < np.abs(mean - plain).max()
@@ -118,6 +121,8 @@ def test_file_mode_max_frames_and_resize(package, tmp_path):
     (["--input", "__VIDEO__", "--smooth", "1.5"], "smooth"),
     (["--camera", "0", "--input", "__VIDEO__"], "not allowed"),
     (["--input", "__VIDEO__", "--style", "/nonexistent/ref.png"], "cannot read"),
+    (["--input", "__VIDEO__", "--style-colour", "0.2"], "--style-colour needs --style"),
+    (["--input", "__VIDEO__", "--style-colour", "-1"], "in [0, 1]"),
 ])
 def test_bad_arguments_one_line_exit_2(package, tmp_path, capsys, argv, match):
     bad = tmp_path / "bad.avi"
