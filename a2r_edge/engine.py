@@ -290,8 +290,8 @@ class Engine:
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
         the model's own target statistics in the AdaIN stage, after the picture's colour mean
         and std were moved the share style_colour (0..1; None: ``stages.STYLE_COLOUR``, half)
-        of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at most tile x tile pixels
-        (default: the engine's ``tile``)."""
+        of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at
+        most tile x tile pixels (default: the engine's ``tile``)."""
         img = _as_picture(img)
         tile = self._check_tile(tile) or self.tile
         stats, colour = self._reference(style, style_colour)

@@ -11,7 +11,8 @@ finalised and playable, also after Ctrl-C. The frames run through ``Engine.strea
 network and postprocess pipelined over threads). Against flicker the AdaIN content statistics
 (and the ROI box, when a detector is used, and with --style the frame's own colour statistics
 that the colour step maps onto the reference's) are smoothed over time:
-s = a * s_prev + (1 - a) * x with a = --smooth. At the end a summary: fps, per-stage latency (median, p95), frames dropped.
+s = a * s_prev + (1 - a) * x with a = --smooth. At the end a summary: fps, per-stage latency
+(median, p95), frames dropped.
 Bad arguments or an unreadable input: one line, exit code 2; camera lost: exit code 1.
 """
 from __future__ import annotations
