@@ -23,8 +23,9 @@ them, costs each placement with measured figures, and keeps the best:
   minimises frame time. Ties keep fewer device changes, then the native backend.
 - threads: pools that run at the same time never sum to more than the cores. Stages on one
   device run one after another, so OpenMP and onnxruntime may each use every core (their waits
-  are passive: OMP_WAIT_POLICY=PASSIVE, allow_spinning=0, see backends/); when a throughput
-  plan overlaps a GPU with the CPU, one core is kept for the thread that drives the GPU.
+  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0, see backends/);
+  when a throughput plan overlaps a GPU with the CPU, one core is kept for the thread that
+  drives the GPU.
 
 The GPU is never assumed faster: without measured GPU figures a GPU placement is not costed
 and not chosen, and a measured GPU slower than the CPU (Jetson-like) gets a CPU plan whose

@@ -8,11 +8,12 @@ alone. Measured here:
   ratio = median time of the whole chain / sum of the median times of each stage run alone
 
 (each stage alone: its second back-to-back call, so it runs after itself, not after the other
-pool) with the wait policies as a2r_edge configures them (OMP_WAIT_POLICY=PASSIVE, onnxruntime
-session.intra_op.allow_spinning=0; target <= 1.05x) and with both pools spinning
-(OMP_WAIT_POLICY=ACTIVE, allow_spinning=1) to show what the settings buy. libgomp reads
-OMP_WAIT_POLICY once, when it loads: each configuration runs in its own process (this file,
-run as a script, is that process). Model: the bundled a2r_lite when present, else the tiny
+pool) with the wait policies as a2r_edge configures them (OMP_WAIT_POLICY=PASSIVE after a short
+GOMP_SPINCOUNT spin, onnxruntime session.intra_op.allow_spinning=0; target <= 1.05x) and with
+both pools spinning (OMP_WAIT_POLICY=ACTIVE, allow_spinning=1) to show what the settings buy.
+libgomp reads its settings once, when it loads: each configuration runs in its own process
+(this file, run as a script, is that process), started without this process's OpenMP settings
+(which a2r_edge set here when it loaded). Model: the bundled a2r_lite when present, else the tiny
 random-weight stand-in of a2r_edge.bench (the row says which), at 512x512. The stages run as the
 Engine runs them, allocating nothing per call (see ``child``). The ratio moves by a few percent
 between runs on a shared 2-core VM (onnxruntime's decoder alone varies 44-66 ms between
@@ -30,10 +31,11 @@ from conftest import RESULTS
 SIZE = 512
 ROUNDS = 21  # medians of 21 interleaved rounds
 _PASSIVE: dict = {}  # the passive run's figures, for the spinning row
-CONFIGS = {  # name: (OMP_WAIT_POLICY, onnxruntime spinning)
-    "passive waits (as configured)": ("PASSIVE", False),
-    "spinning pools": ("ACTIVE", True),
+CONFIGS = {  # name: (OpenMP settings on top of a2r_edge's defaults, onnxruntime spinning)
+    "passive waits (as configured)": ({}, False),
+    "spinning pools": ({"OMP_WAIT_POLICY": "ACTIVE"}, True),
 }
+OPENMP_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def child(spinning: bool) -> dict:
@@ -118,10 +120,10 @@ def child(spinning: bool) -> dict:
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_interference(config):
-    omp, spinning = CONFIGS[config]
-    env = {**os.environ, "OMP_WAIT_POLICY": omp,
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(
-               os.path.abspath(__file__)))] + [os.environ.get("PYTHONPATH", "")])}
+    settings, spinning = CONFIGS[config]
+    env = {k: v for k, v in os.environ.items() if k not in OPENMP_SETTINGS}
+    env.update(settings, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))] + [os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
                            "spin" if spinning else "passive"], capture_output=True, text=True,
                           env=env, timeout=600)

@@ -58,6 +58,22 @@ def test_max_isa_setting_caps_the_level():
     assert rc == 0 and out.strip() == "baseline"
 
 
+@pytest.mark.parametrize("given,want", [
+    ({}, ("PASSIVE", "2000")),                                       # a2r_edge's defaults
+    ({"GOMP_SPINCOUNT": "0"}, ("PASSIVE", "0")),                     # the user's spin wins
+    ({"OMP_WAIT_POLICY": "active"}, ("active", None)),               # no cap on a spinning pool
+])
+def test_openmp_wait_settings(given, want):
+    """OpenMP threads sleep after a short spin unless the user set the policy or spin count
+    (both must be in the environment before libgomp loads, i.e. before the kernels import)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    p = subprocess.run([sys.executable, "-c", "import os, a2r_edge.ops; print(repr(("
+                        "os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))))"],
+                       capture_output=True, text=True, env={**base, **given}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == repr(want)
+
+
 def test_threads_setting_and_default():
     rc, out, _ = run_python("from a2r_edge.backends import cpu; print(cpu.num_threads())",
                             A2R_NUM_THREADS="1")
