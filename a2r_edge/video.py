@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import roi
-from .cli_convert import check_style_options, style_colour
+from .cli_convert import check_style_options, read_picture, style_colour
 
 FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB
@@ -378,7 +378,6 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     style = None
     if args.style:
-        from .cli_convert import read_picture
         style = read_picture(Path(args.style))
         if engine.model.stage("adain") is None:
             raise UsageError(f"model {engine.model.name!r} has no AdaIN stage: --style does not "
