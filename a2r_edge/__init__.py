@@ -18,7 +18,7 @@ __all__ = ["Engine", "ops", "load_model", "detect_hardware", "__version__"]
 # public name -> (module, attribute or None for the module itself)
 _LAZY = {"ops": ("a2r_edge.ops", None), "Engine": ("a2r_edge.engine", "Engine"),
          "load_model": ("a2r_edge.model.package", "resolve"),
-         "detect_hardware": ("a2r_edge.hardware", "detect_hardware")}
+         "detect_hardware": ("a2r_edge.runtime.system", "detect_hardware")}
 
 
 def __getattr__(name):

@@ -1,6 +1,6 @@
 """``python -m a2r_edge``: the command line.
 
-  convert   pictures in, photo-realistic pictures out (see cli_convert.py)
+  convert   pictures in, photo-realistic pictures out (see apps/convert.py)
   info      the setup report: version, CPU kernel level, OpenMP and threads, the hardware, where
             each stage of the model runs and why (the plan), every A2R_* setting
 Usage errors, bad settings and bad inputs print one line each and exit with code 2.
@@ -11,27 +11,27 @@ import argparse
 import platform
 import sys
 
-from . import cli_convert
+from .apps import convert
 
 
 def _info(args: argparse.Namespace) -> int:
     import a2r_edge
-    from a2r_edge import _settings, hardware
-    from a2r_edge.backends import cpu
+    from a2r_edge import _settings
+    from a2r_edge.runtime import cpu, system
 
     rows = [
         ("a2r_edge", a2r_edge.__version__),
         ("python", f"{platform.python_version()} ({platform.machine()})"),
         ("cpu kernels", f"{cpu.isa()} (available: {', '.join(cpu.available_isas())})"),
         ("openmp", "on" if cpu.openmp_enabled() else "off (kernels run serially)"),
-        ("threads", f"{cpu.num_threads()} (physical cores {hardware.physical_cores()}, "
-                    f"cgroup quota {hardware.cgroup_cpu_quota() or 'none'})"),
+        ("threads", f"{cpu.num_threads()} (physical cores {system.physical_cores()}, "
+                    f"cgroup quota {system.cgroup_cpu_quota() or 'none'})"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     print("\nhardware:")
-    print("  " + hardware.detect_hardware().describe().replace("\n", "\n  "))
+    print("  " + system.detect_hardware().describe().replace("\n", "\n  "))
     print("\nplan:")
     from a2r_edge.model import package as pkg
     if args.model is None and not (pkg.BUNDLED / pkg.DEFAULT_MODEL / "manifest.json").exists():
@@ -54,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m a2r_edge",
                                      description="a2r_edge: anime -> photo-realistic pictures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    cli_convert.add_parser(sub)
+    convert.add_parser(sub)
     info = sub.add_parser("info", help="print the setup report (kernels, threads, hardware, "
                                        "the plan, settings)")
     info.add_argument("--model", help="model package folder or ONNX file (default: bundled)")
     info.add_argument("--device", default="auto", help="auto | cpu | gpu | split")
     args = parser.parse_args(argv)
     try:
-        return {"info": _info, "convert": cli_convert.run}[args.command](args)
+        return {"info": _info, "convert": convert.run}[args.command](args)
     except (ValueError, OSError) as exc:  # bad settings, models, paths: one line, exit 2
         print(f"a2r_edge: error: {exc}", file=sys.stderr)
         return 2

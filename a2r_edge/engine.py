@@ -15,7 +15,7 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 (tests/test_memory.py counts them).
 
 Pictures whose network would need more than ``A2R_MEMORY_MB``, or larger than ``tile=``, are
-converted in tiles (``tiling.py``) with the content statistics of the whole picture: no seams.
+converted in tiles (``picture/tiling.py``) with the content statistics of the whole picture: no seams.
 
 >>> eng = Engine()                    # the bundled a2r_lite model, best plan for this machine
 >>> out = eng.convert(picture)        # same layout and dtype, H and W times the model scale
@@ -31,11 +31,12 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import _settings, ops, stages
-from . import roi as roi_mod
+from . import _settings, ops
 from .model import package as pkg
-from .pipeline import Pipeline
-from .scheduler import make_plan, model_digest
+from .picture import roi as roi_mod
+from .picture import stages
+from .runtime.pipeline import Pipeline
+from .runtime.scheduler import make_plan, model_digest
 
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
@@ -198,7 +199,7 @@ class Engine:
     model: None (the bundled default, a2r_lite), a model package folder, or a plain ONNX
     image-to-image file (RGB float32 NCHW in [-1, 1] in and out). device: "auto", "cpu", "gpu" or
     "split" ("gpu"/"split" raise ValueError with the reason: no plan runs stages on the GPU yet,
-    see scheduler.py). backend:
+    see runtime/scheduler.py). backend:
     None (the plan's choice), "native" or "onnxruntime" for every ONNX stage. tile: convert
     pictures larger than tile x tile pixels in tiles (default: only when the network would need
     more than A2R_MEMORY_MB). cache_mb: size of the result cache (default A2R_CACHE_MB; 0: off).
@@ -276,7 +277,7 @@ class Engine:
                 continue
             session = sessions.get(stage.name)
             if session is None:
-                from .backends.ort import OrtSession
+                from .runtime.ort import OrtSession
                 session = sessions[stage.name] = OrtSession(
                     str(stage.params["file"]), threads=plan.ort_threads or plan.threads)
             runners[stage.name] = session.runner()
@@ -355,7 +356,7 @@ class Engine:
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use; colour_stats: the same for
         each frame's own colour statistics (``stages.colour_moments``) before style='s colour
-        step, called in frame order (video.py smooths both over time). Per-stage latencies of
+        step, called in frame order (apps/video.py smooths both over time). Per-stage latencies of
         the current or last stream: ``latency()``."""
         return self._with_roi(frames, lambda fr: self._stream(
             fr, style, style_colour, content_stats=content_stats, colour_stats=colour_stats))
@@ -451,7 +452,7 @@ class Engine:
 
     def tile_size_for(self, h: int, w: int, tile: int | None) -> int | None:
         """The tile size a picture of h x w input pixels gets (None: in one piece)."""
-        from . import tiling
+        from .picture import tiling
         if tile is not None:
             return tile if max(h, w) > tile else None
         budget = _settings.get("A2R_MEMORY_MB") << 20
@@ -547,7 +548,7 @@ class Engine:
         """After a GPU stage failed on ``img``: the whole converted picture, by smaller tiles
         (out of memory only), else with every GPU stage on its CPU runner. Caller holds the lock.
         (A stream's content_stats smoothing does not apply to a recovered frame.)"""
-        from . import tiling
+        from .picture import tiling
         if self.strict:
             raise RuntimeError(f"{fault} (strict=True: no fallback)") from fault.exc
         s = self.model.stride
@@ -592,7 +593,7 @@ class Engine:
             slot = self._pool.acquire((hp, wp))
         slot.img, slot.cache_key = img, cache_key
         if tile_size is not None:
-            from . import tiling
+            from .picture import tiling
             slot.done = tiling.convert_tiled(self, img, tile_size, stats)
             return slot
         if (h, w) == (hp, wp) and img.ndim == 3 and img.shape[2] == 3 \

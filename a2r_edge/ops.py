@@ -4,7 +4,7 @@ Every function takes numpy arrays of the documented dtype; any strides or byte o
 made when needed), never an empty array. Errors name the argument, what was expected and what
 was given: ``TypeError`` for a wrong type or dtype, ``ValueError`` for a wrong shape or value.
 ``out=`` (where offered) must be a C-contiguous array of the exact shape and dtype of the result.
-The numpy oracle of each op is ``a2r_edge.backends.reference``.
+The numpy oracle of each op is ``a2r_edge.model.reference``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .backends import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
+from .runtime import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
 from . import _kernels
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",

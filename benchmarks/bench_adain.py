@@ -29,7 +29,7 @@ def _ort_instance_norm(shape, sm, ss, threads):
     """onnxruntime session of InstanceNormalization(scale = style_std, B = style_mean)."""
     from onnx import helper
 
-    from a2r_edge.backends.ort import single_op_session
+    from a2r_edge.runtime.ort import single_op_session
     node = helper.make_node("InstanceNormalization", ["x", "scale", "B"], ["y"], epsilon=EPS)
     return single_op_session([node], {"scale": ss, "B": sm}, threads).session
 

@@ -2,18 +2,19 @@
 intra_op_num_threads = threads, no spinning), in GFLOP/s and as % of the measured FMA peak.
 
 flops = 2 * O * (C/groups) * kh * kw * OH * OW * N. The FMA peak is the native roofline loop
-(bench.fma_peak: independent vector FMAs on registers) timed here at the same thread count.
+(measure.fma_peak: independent vector FMAs on registers) timed here at the same thread count.
 """
 
 import numpy as np
 import pytest
 
-from a2r_edge import bench, ops
+from a2r_edge import ops
+from a2r_edge.runtime import measure
 from conftest import compare
 
 from onnx import helper  # noqa: E402
 
-from a2r_edge.backends.ort import single_op_session  # noqa: E402
+from a2r_edge.runtime.ort import single_op_session  # noqa: E402
 
 # (C = O, H = W, kernel, groups): 3x3 pad 1 at C 32/64/128 x 64^2/128^2/256^2 (128 ch at 256^2
 # left out: over a second per ORT call on this 2-core box), a 1x1 and a depthwise 3x3.
@@ -25,7 +26,7 @@ _PEAK: dict[int, float] = {}
 def fma_peak(threads: int) -> float:
     """Measured FMA throughput in flop/s at ``threads`` threads (kept per thread count)."""
     if threads not in _PEAK:
-        _PEAK[threads] = bench.fma_peak(threads)
+        _PEAK[threads] = measure.fma_peak(threads)
     return _PEAK[threads]
 
 

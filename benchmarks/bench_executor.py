@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from onnx_graphs import small_image_net  # noqa: E402
 
-from a2r_edge.backends.ort import OrtSession  # noqa: E402
+from a2r_edge.runtime.ort import OrtSession  # noqa: E402
 from a2r_edge.model import NativeExecutor  # noqa: E402
 from conftest import compare  # noqa: E402
 

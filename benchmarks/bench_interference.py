@@ -51,15 +51,15 @@ def child(spinning: bool) -> dict:
 
     import numpy as np
 
-    from a2r_edge import bench, stages as run_stage
-    from a2r_edge.backends import cpu
-    from a2r_edge.backends.ort import OrtSession
+    from a2r_edge.picture import stages as run_stage
+    from a2r_edge.runtime import cpu, measure
+    from a2r_edge.runtime.ort import OrtSession
     from a2r_edge.model.package import load_stats
 
     with tempfile.TemporaryDirectory() as tmp:
-        model, which = bench.bench_model(tmp)
+        model, which = measure.bench_model(tmp)
         threads = cpu.num_threads()
-        picture = bench.StageChain.picture(SIZE)
+        picture = measure.StageChain.picture(SIZE)
         guide = run_stage.luma(picture)
         kept: dict = {}
 

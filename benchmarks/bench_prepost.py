@@ -7,8 +7,9 @@ one (blobFromImage has no dst, so it allocates its 24 MB result on every call).
 import cv2
 import numpy as np
 
-from a2r_edge import ops, stages
-from a2r_edge.backends import reference as ref
+from a2r_edge import ops
+from a2r_edge.picture import stages
+from a2r_edge.model import reference as ref
 from conftest import compare
 
 H, W = 1080, 1920

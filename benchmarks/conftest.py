@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from a2r_edge import bench
-from a2r_edge.backends import cpu
+from a2r_edge.runtime import measure
+from a2r_edge.runtime import cpu
 
 RESULTS: list[dict] = []
 THREADS = (1, 2)
@@ -20,14 +20,14 @@ THREADS = (1, 2)
 def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
     """Median wall time of ``fn()`` over ``rounds`` calls after ``warmup`` calls (no time
     budget: every round runs)."""
-    return bench.median_time(fn, rounds=rounds, warmup=warmup, budget_s=float("inf"))
+    return measure.median_time(fn, rounds=rounds, warmup=warmup, budget_s=float("inf"))
 
 
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
-    """Measured copy bandwidth in bytes/s of an ``nbytes`` array (bench.copy_bandwidth), anew
+    """Measured copy bandwidth in bytes/s of an ``nbytes`` array (measure.copy_bandwidth), anew
     beside each comparison with the op's own footprint: on a shared machine it drifts between
     runs, and a footprint that fits the caches copies faster."""
-    return bench.copy_bandwidth(threads, nbytes, budget_s=float("inf"))
+    return measure.copy_bandwidth(threads, nbytes, budget_s=float("inf"))
 
 
 @pytest.fixture(params=THREADS, ids=lambda n: f"{n}thr")

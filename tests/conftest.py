@@ -8,7 +8,7 @@ import pytest
 # Calibrations and profiles the tests cause go to a throw-away folder, never the user's cache.
 os.environ.setdefault("A2R_CACHE_DIR", tempfile.mkdtemp(prefix="a2r_test_cache_"))
 
-from a2r_edge.backends import cpu
+from a2r_edge.runtime import cpu
 
 ISAS = cpu.available_isas()
 THREADS = (1, 2)

@@ -4,7 +4,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from a2r_edge import _kernels, ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 from tolerances import ELEMENTWISE, REDUCTION
 
 # Plane sizes 1, 7, 13, 17, 127, 237 and 1080*1920; N and C varied; the last two are split

@@ -4,7 +4,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from a2r_edge import ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 from tolerances import REDUCTION
 
 # (N, C, H, W): plane sizes 1, 7, 13, 17, 127, 237 and 1080*1920 (not multiples of any vector

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a2r_edge import _kernels, ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 from tolerances import REDUCTION
 
 ACTS = [None, "relu", "leaky_relu", "silu"]

@@ -1,4 +1,4 @@
-"""The CUDA library (cuda_ops/, a2r_edge/backends/cuda.py).
+"""The CUDA library (cuda_ops/, a2r_edge/runtime/cuda.py).
 
 Part 1 runs on any machine: the library is built where nvcc exists, exports exactly the header's
 symbols, has the loader's ABI version, and the loader explains what is missing (no library, stale
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from a2r_edge import _settings, ops
-from a2r_edge.backends import cuda, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cuda
 from tolerances import ELEMENTWISE, FILTER, REDUCTION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +85,7 @@ def test_abi_version_matches():
 
 
 def test_import_never_fails_without_gpu():
-    code = "import a2r_edge, a2r_edge.backends.cuda as c; print(c.available())"
+    code = "import a2r_edge, a2r_edge.runtime.cuda as c; print(c.available())"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # hides any GPU: a "no device" machine
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=120)

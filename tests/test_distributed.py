@@ -189,7 +189,7 @@ def batch_of(folder, out, names):
 
 
 def test_read_task_bytes_failures_and_resume(tmp_path):
-    from a2r_edge import distributed
+    from a2r_edge.apps import distributed
     folder, out = tmp_path / "in", tmp_path / "out"
     folder.mkdir(), out.mkdir()
     save(folder / "a.png", (10, 12, 3))
@@ -206,8 +206,8 @@ def test_read_task_bytes_failures_and_resume(tmp_path):
 
 
 def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, model):
-    from a2r_edge import cli_convert as cc
-    from a2r_edge import distributed
+    from a2r_edge.apps import convert as cc
+    from a2r_edge.apps import distributed
     from a2r_edge.engine import Engine
     folder, out = tmp_path / "in", tmp_path / "out"
     folder.mkdir()
@@ -254,7 +254,7 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
 
 
 def test_model_files_ship_a_package_or_a_plain_onnx_file(model):
-    from a2r_edge import distributed
+    from a2r_edge.apps import distributed
     files, entry = distributed.model_files(model)
     assert entry == "" and "manifest.json" in files
     assert all((Path(model) / name).read_bytes() == data for name, data in files.items())

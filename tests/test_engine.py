@@ -9,7 +9,7 @@ import pytest
 
 import a2r_edge
 from a2r_edge import Engine
-from a2r_edge.backends import reference as ref
+from a2r_edge.model import reference as ref
 from a2r_edge.model.package import ModelPackageError, load_package
 from model_packages import make_package, upscaler_2x, sha256
 
@@ -82,7 +82,7 @@ def test_a_cpu_plan_without_onnxruntime_stages_never_loads_it(package):
     GPU to ask it about) does not import it."""
     import subprocess
     import sys
-    from a2r_edge.backends import cuda
+    from a2r_edge.runtime import cuda
     if cuda.why_unavailable() is None:
         pytest.skip("a usable GPU: onnxruntime is asked whether it offers its CUDA provider")
     code = ("import sys; from a2r_edge import Engine; import numpy as np; "
@@ -189,7 +189,7 @@ def test_style_keeps_gray_and_alpha_layouts_and_flat_pictures(engine):
 
 
 def test_colour_transfer_moves_mean_and_std_by_the_strength():
-    from a2r_edge import stages
+    from a2r_edge.picture import stages
     img, ref_photo = picture((64, 64, 3), seed=14), picture((40, 40, 3), seed=15) // 3 + 60
     ref_stats = stages.colour_stats(ref_photo)
     np.testing.assert_array_equal(stages.colour_transfer(img, ref_stats, strength=0.0), img)
@@ -203,7 +203,7 @@ def test_colour_transfer_moves_mean_and_std_by_the_strength():
 def test_colour_transfer_takes_the_pictures_own_statistics_when_given():
     """own= replaces the picture's measured statistics (video passes smoothed ones): its own
     give the same picture in every layout, another picture's give that picture's mapping."""
-    from a2r_edge import stages
+    from a2r_edge.picture import stages
     ref_stats = stages.colour_stats(picture((40, 40, 3), seed=15) // 3 + 60)
     bgr, other = picture((32, 32, 3), seed=16), picture((32, 32, 3), seed=17) // 2
     for img in (bgr, bgr[:, :, 0], bgr[:, :, :1], np.dstack([bgr, bgr[:, :, 1]])):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from a2r_edge.backends import reference
-from a2r_edge.backends.ort import OrtSession
+from a2r_edge.model import reference
+from a2r_edge.runtime.ort import OrtSession
 from a2r_edge.model import ModelLoadError, NativeExecutor, UnsupportedOpError
 from onnx_graphs import Builder, random_graph, small_image_net
 from tolerances import FILTER

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
-from a2r_edge.backends import cuda
+from a2r_edge.runtime import cuda
 from model_packages import make_package
 
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import a2r_edge
 from a2r_edge import Engine, ops
-from a2r_edge.backends import reference as ref
+from a2r_edge.model import reference as ref
 from model_packages import make_package
 from tolerances import ELEMENTWISE, REDUCTION
 
@@ -215,7 +215,7 @@ def test_video_cli_arguments(engine, video_files, words):
     """Any argument list: exit 0 (it ran) or 2 with one line, never a traceback."""
     import contextlib
     import io
-    from a2r_edge import video
+    from a2r_edge.apps import video
     model = str(engine.model.folder)
     argv = [model if w == "@model" else str(video_files / w[1:]) if w.startswith("@") else w
             for w in words]

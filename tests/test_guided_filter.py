@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a2r_edge import ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 from tolerances import FILTER
 
 cv2 = pytest.importorskip("cv2")
@@ -303,7 +304,7 @@ def test_out_is_filled_and_checked():
 def test_detail_stage_output_buffers(native, where):
     """The detail stage gives the same picture whether it allocates its output, writes into a
     buffer apart from x, or overwrites x itself (the kernel's out may not overlap its source)."""
-    from a2r_edge import stages
+    from a2r_edge.picture import stages
     from a2r_edge.model.package import Stage
     rng = np.random.default_rng(5)
     x = rng.random((1, 3, 37, 53), dtype=np.float32)

@@ -7,8 +7,8 @@ import stat
 import pytest
 
 import a2r_edge
-from a2r_edge import hardware
-from a2r_edge.hardware import GpuInfo, HardwareProfile, detect_hardware
+from a2r_edge.runtime import system
+from a2r_edge.runtime.system import GpuInfo, HardwareProfile, detect_hardware
 
 CPUINFO = "".join(
     f"processor\t: {i}\nmodel name\t: Fake CPU 9000 @ 3.0GHz\nphysical id\t: 0\n"
@@ -87,8 +87,8 @@ def test_cgroup_v1_files(tmp_path):
     write(tmp_path / "cg" / "cpu" / "cpu.cfs_quota_us", "200000\n")
     write(tmp_path / "cg" / "cpu" / "cpu.cfs_period_us", "100000\n")
     write(tmp_path / "cg" / "memory" / "memory.limit_in_bytes", str(2**63 - 4096))
-    assert hardware.cgroup_cpu_quota(str(tmp_path / "cg")) == 2.0
-    assert hardware.cgroup_memory_limit(str(tmp_path / "cg")) is None  # v1 "no limit"
+    assert system.cgroup_cpu_quota(str(tmp_path / "cg")) == 2.0
+    assert system.cgroup_memory_limit(str(tmp_path / "cg")) is None  # v1 "no limit"
 
 
 def test_jetson_board_is_recognised(fake_root):
@@ -136,7 +136,7 @@ def test_this_machine():
     assert hw.physical_cores is None or hw.physical_cores >= 1
     assert hw.default_threads >= 1
     assert hw.isas and hw.isas[0] == "baseline"
-    from a2r_edge.backends import cuda
+    from a2r_edge.runtime import cuda
     built = cuda.library_path()
     assert hw.cuda_library == (str(built) if built.exists() else None)
     assert HardwareProfile.from_dict(json.loads(json.dumps(hw.to_dict()))) == hw
@@ -146,23 +146,23 @@ def test_this_machine():
 def test_profile_loading(tmp_path, monkeypatch):
     monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("A2R_PROFILE", raising=False)
-    assert hardware.load_profile() is None  # nothing cached: not an error
-    path = hardware.profile_path()
+    assert system.load_profile() is None  # nothing cached: not an error
+    path = system.profile_path()
     assert path.startswith(str(tmp_path / "cache"))
-    hardware.write_json_atomic(path, {"source": "measured"})
-    assert hardware.load_profile() == {"source": "measured"}
+    system.write_json_atomic(path, {"source": "measured"})
+    assert system.load_profile() == {"source": "measured"}
     monkeypatch.setenv("A2R_PROFILE", str(tmp_path / "nope.json"))
     with pytest.raises(ValueError, match="nope.json"):
-        hardware.load_profile()
+        system.load_profile()
     (tmp_path / "bad.json").write_text("{not json")
     monkeypatch.setenv("A2R_PROFILE", str(tmp_path / "bad.json"))
     with pytest.raises(ValueError, match="bad.json"):
-        hardware.load_profile()
+        system.load_profile()
 
 
 def test_cache_dir_defaults(monkeypatch, tmp_path):
     monkeypatch.delenv("A2R_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert hardware.cache_dir() == os.path.join(str(tmp_path), "a2r_edge")
+    assert system.cache_dir() == os.path.join(str(tmp_path), "a2r_edge")
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert hardware.cache_dir().endswith(os.path.join(".cache", "a2r_edge"))
+    assert system.cache_dir().endswith(os.path.join(".cache", "a2r_edge"))

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a2r_edge import ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 from tolerances import REDUCTION
 
 KERNELS = [(1, 1), (3, 3), (5, 5), (7, 7), (3, 1)]

@@ -6,7 +6,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from a2r_edge.backends import ort  # noqa: E402
+from a2r_edge.runtime import ort  # noqa: E402
 
 
 @pytest.fixture(scope="module")

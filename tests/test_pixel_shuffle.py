@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a2r_edge import ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 
 # (h, w) pairs over the tail sizes 1, 7, 13, 17, 127, 237: every width hits a different remainder
 # of the 4/8/16-float vector loop (times r for the output row).

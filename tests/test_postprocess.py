@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from a2r_edge import ops
-from a2r_edge.backends import cpu, reference as ref
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
 
 DEFAULT = (0.5, 0.5, 0.5)
 # Tails of every loop: 1 pixel, odd widths below one 256-pixel block, one block + 1, two blocks + 1,

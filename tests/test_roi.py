@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from a2r_edge import Engine, roi
+from a2r_edge import Engine
+from a2r_edge.picture import roi
 from model_packages import make_package
 
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import a2r_edge
-from a2r_edge import _kernels, _settings, hardware
-from a2r_edge.backends import cpu
+from a2r_edge import _kernels, _settings
+from a2r_edge.runtime import cpu, system
 
 OPS = ("preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
        "im2col", "conv2d", "conv2d_pack", "conv2d_packed_size", "conv2d_workspace_size",
@@ -29,7 +29,7 @@ def test_levels_are_ordered_and_best_is_default():
     levels = cpu.available_isas()
     assert levels[0] == "baseline"
     assert levels == _settings.ISA_LEVELS[: len(levels)]
-    rc, out, _ = run_python("from a2r_edge.backends import cpu; print(cpu.isa())")
+    rc, out, _ = run_python("from a2r_edge.runtime import cpu; print(cpu.isa())")
     assert rc == 0 and out.strip() == levels[-1]
 
 
@@ -53,7 +53,7 @@ def test_set_isa_clamps_to_what_the_cpu_has():
 
 
 def test_max_isa_setting_caps_the_level():
-    rc, out, _ = run_python("from a2r_edge.backends import cpu; print(cpu.isa())",
+    rc, out, _ = run_python("from a2r_edge.runtime import cpu; print(cpu.isa())",
                             A2R_MAX_ISA="baseline")
     assert rc == 0 and out.strip() == "baseline"
 
@@ -75,11 +75,11 @@ def test_openmp_wait_settings(given, want):
 
 
 def test_threads_setting_and_default():
-    rc, out, _ = run_python("from a2r_edge.backends import cpu; print(cpu.num_threads())",
+    rc, out, _ = run_python("from a2r_edge.runtime import cpu; print(cpu.num_threads())",
                             A2R_NUM_THREADS="1")
     assert rc == 0 and out.strip() == "1"
-    rc, out, _ = run_python("from a2r_edge.backends import cpu; print(cpu.num_threads())")
-    expected = hardware.default_threads() if cpu.openmp_enabled() else 1
+    rc, out, _ = run_python("from a2r_edge.runtime import cpu; print(cpu.num_threads())")
+    expected = system.default_threads() if cpu.openmp_enabled() else 1
     assert rc == 0 and int(out) == expected
     with cpu.using_threads(2) as n:
         assert n == (2 if cpu.openmp_enabled() else 1)
@@ -119,15 +119,15 @@ def test_cli_usage_error_exits_2():
 
 def test_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert hardware.cgroup_cpu_quota(str(tmp_path)) == 1.5
+    assert system.cgroup_cpu_quota(str(tmp_path)) == 1.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert hardware.cgroup_cpu_quota(str(tmp_path)) is None
+    assert system.cgroup_cpu_quota(str(tmp_path)) is None
     v1 = tmp_path / "v1"
     (v1 / "cpu").mkdir(parents=True)
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert hardware.cgroup_cpu_quota(str(v1)) == 0.5
-    assert hardware.cgroup_cpu_quota(str(tmp_path / "missing")) is None
+    assert system.cgroup_cpu_quota(str(v1)) == 0.5
+    assert system.cgroup_cpu_quota(str(tmp_path / "missing")) is None
 
 
 def test_physical_cores_counts_smt_siblings_once(tmp_path):
@@ -136,6 +136,6 @@ def test_physical_cores_counts_smt_siblings_once(tmp_path):
     for i, cpu_id in enumerate(allowed):  # two logical CPUs per core
         lines += [f"processor\t: {cpu_id}", "physical id\t: 0", f"core id\t\t: {i // 2}", ""]
     (tmp_path / "cpuinfo").write_text("\n".join(lines))
-    assert hardware.physical_cores(str(tmp_path / "cpuinfo")) == (len(allowed) + 1) // 2
-    assert hardware.physical_cores(str(tmp_path / "missing")) == len(allowed)
-    assert hardware.default_threads() >= 1
+    assert system.physical_cores(str(tmp_path / "cpuinfo")) == (len(allowed) + 1) // 2
+    assert system.physical_cores(str(tmp_path / "missing")) == len(allowed)
+    assert system.default_threads() >= 1

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from a2r_edge import Engine, scheduler
+from a2r_edge import Engine
+from a2r_edge.runtime import scheduler
 from a2r_edge.model.package import Stage, load_package
-from a2r_edge.scheduler import Backend, make_plan
+from a2r_edge.runtime.scheduler import Backend, make_plan
 from model_packages import make_package
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,12 +223,12 @@ def test_calibration_is_cached_and_reused(tiny, tmp_path, monkeypatch):
         ("encode", "native"), ("encode", "onnxruntime"), ("decode", "native"),
         ("decode", "onnxruntime"), ("stylize", "native"), ("enhance", "native")}
 
-    from a2r_edge import bench
+    from a2r_edge.runtime import measure
 
     def no_measuring(*a, **k):
         raise AssertionError("calibrated again instead of reusing the cache")
 
-    monkeypatch.setattr(bench.StageChain, "time_stages", no_measuring)
+    monkeypatch.setattr(measure.StageChain, "time_stages", no_measuring)
     again = make_plan(tiny.stages)
     assert again.placements == first.placements
     # the same model copied elsewhere is the same model: same cache entry
@@ -253,8 +254,8 @@ def test_stored_profile_of_this_model_is_used(tiny, tmp_path, monkeypatch):
 
 
 def test_chosen_plan_is_the_fastest_cpu_placement_when_measured(tiny, tmp_path, monkeypatch):
-    from a2r_edge.bench import StageChain, interleaved_median_times
-    from a2r_edge.backends import cpu
+    from a2r_edge.runtime.measure import StageChain, interleaved_median_times
+    from a2r_edge.runtime import cpu
 
     monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("A2R_PROFILE", raising=False)

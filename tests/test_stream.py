@@ -6,8 +6,9 @@ import time
 import numpy as np
 import pytest
 
-from a2r_edge import Engine, tiling
-from a2r_edge.pipeline import Pipeline
+from a2r_edge import Engine
+from a2r_edge.picture import tiling
+from a2r_edge.runtime.pipeline import Pipeline
 from model_packages import make_package
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 import pytest
 
-from a2r_edge import Engine, video
+from a2r_edge import Engine
+from a2r_edge.apps import video
 from model_packages import make_package, upscaler_2x
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ import a2r_edge
 assert a2r_edge.__file__.startswith(tree), a2r_edge.__file__
 import cv2
 from a2r_edge import Engine
-from a2r_edge.backends.cpu import using_threads
+from a2r_edge.runtime.cpu import using_threads
 noise = np.random.default_rng(0).integers(0, 256, (512, 512, 3), np.uint8)
 img = cv2.GaussianBlur(noise, (0, 0), 2)
 from a2r_edge import ops

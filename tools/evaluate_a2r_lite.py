@@ -343,7 +343,7 @@ def main():
     lines += ["## Reference photo (AdaIN statistics from a user's photo)", "",
               "`Engine.convert(toon, style=ref)` / `python -m a2r_edge convert --style REF`: "
               "the toon's colours move half-way to REF's (per-channel mean and std, "
-              "`a2r_edge.stages.colour_transfer`), then the AdaIN stage takes the per-channel "
+              "`a2r_edge.picture.stages.colour_transfer`), then the AdaIN stage takes the per-channel "
               "mean/std of encoder(REF) instead of the model's own target (its bundled photo "
               "statistics, or those its content map predicts from the toon's). The network "
               "predicts a residual to its input, so the AdaIN statistics alone barely move the "

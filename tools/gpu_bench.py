@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from a2r_edge.backends import cuda
+from a2r_edge.runtime import cuda
 
 BATCHES, WARMUP = 7, 3
 

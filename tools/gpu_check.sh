@@ -34,7 +34,7 @@ fi
 
 step "loader"
 timeout 60 python - >> "$REPORT/device.txt" 2>&1 <<'PY'
-from a2r_edge.backends import cuda
+from a2r_edge.runtime import cuda
 print("available:", cuda.available(), "|", cuda.why_unavailable())
 if cuda.available():
     print(cuda.device_info())

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from a2r_edge import Engine
-from a2r_edge.video import EmaStats
+from a2r_edge.apps.video import EmaStats
 
 ROOT = Path(__file__).resolve().parent.parent
 STILL_ROWS = 200   # rows above the block: the same content in every frame

@@ -12,7 +12,7 @@ them, costs each placement with measured figures, and keeps the best:
   host<->device link (GB/s each way + a fixed latency per copy), from a profile
   (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
   short calibration (the model's stages on each CPU backend at 256x256, under 5 s), cached
-  per machine and model in ``hardware.cache_dir()``.
+  per machine and model in ``system.cache_dir()``.
 - cost of a placement: latency = stage times + every copy between devices (the picture goes
   up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
   a stage's output moves when the next stage is elsewhere; the picture itself moves to a device
@@ -23,7 +23,7 @@ them, costs each placement with measured figures, and keeps the best:
   minimises frame time. Ties keep fewer device changes, then the native backend.
 - threads: pools that run at the same time never sum to more than the cores. Stages on one
   device run one after another, so OpenMP and onnxruntime may each use every core (their waits
-  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0, see backends/);
+  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0, see runtime/cpu.py, runtime/ort.py);
   when a throughput plan overlaps a GPU with the CPU, one core is kept for the thread that
   drives the GPU.
 
@@ -39,7 +39,7 @@ import hashlib
 import itertools
 import os
 
-from .backends import cpu
+from . import cpu
 
 DEVICES = ("auto", "cpu", "gpu", "split")
 BACKENDS = ("native", "onnxruntime")  # what ``backend=`` may force for the ONNX stages
@@ -57,12 +57,12 @@ REFERENCE_SIZE = 512    # the picture size plans are costed at when none is give
 NOISE = 0.10
 # GPU stages need the CUDA library, a driver and a device, and an Engine that runs stages on
 # the device: the last does not exist yet, so GPU backends are listed but never available.
-NO_GPU_ENGINE = ("the Engine does not run stages on the GPU yet (a2r_edge.backends.cuda "
+NO_GPU_ENGINE = ("the Engine does not run stages on the GPU yet (a2r_edge.runtime.cuda "
                  "exposes the CUDA kernels directly)")
 
 
 def _gpu_unavailable_reason() -> str:
-    from .backends import cuda
+    from . import cuda
     why = cuda.why_unavailable()
     return f"no usable CUDA library: {why}" if why else NO_GPU_ENGINE
 
@@ -85,7 +85,7 @@ def available_backends(hw=None) -> tuple[Backend, ...]:
     if hw is not None:
         ort_cuda = bool(hw.onnxruntime_cuda)
     elif why == NO_GPU_ENGINE:  # a usable GPU: does onnxruntime offer its CUDA provider?
-        from .hardware import onnxruntime_providers
+        from .system import onnxruntime_providers
         ort_cuda = "CUDAExecutionProvider" in (onnxruntime_providers() or ())
     else:  # no usable GPU, the reason for both GPU backends: onnxruntime is not loaded to ask
         ort_cuda = None
@@ -236,7 +236,7 @@ def check_device(device, backends=None) -> str:
 def model_digest(stages) -> str:
     """Identity of a model's stages (kinds, parameters, file contents; not file paths): the
     key its measured stage times are kept under."""
-    from .model.package import sha256_of
+    from ..model.package import sha256_of
     h = hashlib.sha256()
     for s in stages:
         h.update(f"{s.name}|{s.kind}".encode())
@@ -253,16 +253,16 @@ def _build_id() -> str:
     """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
     (its kernels may be faster or slower than those the cached figures describe)."""
     import hashlib
-    from . import __version__, _kernels
+    from .. import __version__, _kernels
     st = os.stat(_kernels.__file__)
     return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
                            digest_size=4).hexdigest()
 
 
 def calibration_path(stages, threads: int) -> str:
-    from . import hardware
-    key = hardware.machine_key()
-    return os.path.join(hardware.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
+    from . import system
+    key = system.machine_key()
+    return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
                                               f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
 
 
@@ -275,8 +275,8 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
 
     import a2r_edge
 
-    from . import hardware
-    from .bench import StageChain
+    from . import system
+    from .measure import StageChain
 
     threads = threads or cpu.num_threads()
     path = calibration_path(stages, threads)
@@ -298,7 +298,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
             "version": a2r_edge.__version__, "threads": threads,
             "model": {"digest": model_digest(stages)}, "stages": entries}
     try:
-        hardware.write_json_atomic(path, data)
+        system.write_json_atomic(path, data)
         data["cached"] = path
     except OSError:
         data["cached"] = None
@@ -308,11 +308,11 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
 def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
     """The figures for ``stages``: ``profile`` as given; else the stored profile (its stage
     times only when measured on this model); calibration for CPU choices still unmeasured."""
-    from . import hardware
+    from . import system
     if profile is not None:
         return Costs.from_profile(profile, "the given profile")
     costs = Costs()
-    stored = hardware.load_profile()
+    stored = system.load_profile()
     if stored is not None:
         same_model = (stored.get("model") or {}).get("digest") == model_digest(stages)
         costs = Costs.from_profile(stored, f"profile {stored.get('date', '?')} ("

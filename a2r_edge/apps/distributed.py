@@ -1,6 +1,6 @@
 """``convert --ray [ADDRESS]``: a folder conversion spread over a Ray cluster (extra ``[ray]``).
 
-The driver (the machine running the command) keeps everything about files: cli_convert lists
+The driver (the machine running the command) keeps everything about files: convert.py lists
 the inputs, names the outputs, reports failures and writes every output atomically. Ray Data
 moves bytes, and nothing else has to be shared between the machines:
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cli_convert as cc
+from . import convert as cc
 
 INSTALL_HINT = 'pip install "a2r_edge[ray]"'
 # Pictures per actor call: enough to fill the Engine's three-stage pipeline (convert_batch),
@@ -66,7 +66,7 @@ def check_reachable(address: str, timeout_s: float = 10.0) -> None:
 def model_files(model) -> tuple[dict[str, bytes], str]:
     """The files that make up ``model`` (as --model takes it), by name relative to the
     package folder, and the name to load from that folder ("" for the folder itself)."""
-    from .model import package as pkg
+    from ..model import package as pkg
     m = pkg.resolve(model)
     if m.folder is None:  # a plain ONNX file: one stage, one file
         path = Path(m.stages[0].params["file"])
@@ -104,7 +104,7 @@ class _Converter:
 
     def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool,
                  style_colour: float | None = None):
-        from .engine import Engine
+        from ..engine import Engine
         self.style, self.style_colour, self.sbs, self.broken = style, style_colour, sbs, None
         # Kept for the actor's life: the Engine's result cache keys hash the model files.
         self._model_dir = tempfile.TemporaryDirectory(prefix="a2r_edge_model_")
@@ -179,7 +179,7 @@ def _this_node(ray) -> dict[str, float]:
 
 def convert_on_ray(args: argparse.Namespace, files: list[Path],
                    targets: list[Path]) -> Iterator[cc.Result]:
-    """The Ray converter for cli_convert.run: connects now (args.ray: "" starts or joins a local
+    """The Ray converter for convert.run: connects now (args.ray: "" starts or joins a local
     Ray as ray.init() does, else the cluster's address; a session already open in this process
     is used as it is), ships the model and style, and returns the results as they arrive, in
     any order. Ray is shut down at the end if it was started here."""
@@ -188,7 +188,7 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
     import ray
     import ray.data
 
-    from .model import package as pkg
+    from ..model import package as pkg
     package = pkg.resolve(args.model)  # a missing model is a usage error, here
     model, entry = model_files(package)
     style = cc.read_picture(Path(args.style)) if args.style else None
@@ -201,7 +201,7 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
         raise ValueError("--ray: a Ray Client (ray://) driver cannot read its inputs on a cluster "
                          "node; run the command on a node of the cluster (--ray HOST:PORT or auto)")
     ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False  # cli_convert prints its own progress lines
+    ctx.enable_progress_bars = False  # convert.py prints its own progress lines
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset INFO lines
 
     def results():

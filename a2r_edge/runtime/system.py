@@ -276,7 +276,7 @@ def _nvidia_smi(executable: str | None) -> list[GpuInfo]:
 def onnxruntime_providers() -> tuple[str, ...] | None:
     """The execution providers onnxruntime offers; None when it cannot be loaded."""
     try:
-        from .backends.ort import available_providers
+        from .ort import available_providers
         return tuple(available_providers())
     except Exception:  # a broken onnxruntime install must not break detection
         return None
@@ -284,7 +284,7 @@ def onnxruntime_providers() -> tuple[str, ...] | None:
 
 def _isas() -> tuple[str, ...] | None:
     try:
-        from .backends import cpu
+        from . import cpu
         return tuple(cpu.available_isas())
     except Exception:  # extension not built: unknown, not an error here
         return None
@@ -292,7 +292,7 @@ def _isas() -> tuple[str, ...] | None:
 
 def cuda_library() -> str | None:
     """Path of a2r_edge's CUDA library when it is built; None otherwise."""
-    from .backends import cuda
+    from . import cuda
     path = cuda.library_path()
     return str(path) if path.exists() else None
 
@@ -356,7 +356,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
 
 def cache_dir() -> str:
     """A2R_CACHE_DIR, else $XDG_CACHE_HOME/a2r_edge, else ~/.cache/a2r_edge (not created here)."""
-    from . import _settings
+    from .. import _settings
     configured = _settings.get("A2R_CACHE_DIR")
     if configured:
         return configured
@@ -388,7 +388,7 @@ def load_profile(path: str | None = None) -> dict | None:
     """The profile JSON at ``path``; else A2R_PROFILE; else this machine's cached profile; None
     when there is none. A file named explicitly (argument or A2R_PROFILE) that cannot be read is
     a ValueError naming it; a damaged cache file is ignored."""
-    from . import _settings
+    from .. import _settings
     explicit = path or _settings.get("A2R_PROFILE")
     candidate = explicit or profile_path()
     try:

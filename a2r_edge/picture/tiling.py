@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from . import ops
+from .. import ops
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
 # covers the 3x3-conv up-scalers such files usually hold with room to spare.
@@ -88,7 +88,7 @@ def _core_moments(x: np.ndarray, core_y, core_x, fs: float):
 
 def convert_tiled(engine, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
     """``engine.convert(img)`` (style statistics ``stats``) in tiles of at most ``tile`` x ``tile`` core pixels."""
-    from .engine import _Slot, finish_layout
+    from ..engine import _Slot, finish_layout
     model = engine.model
     s = model.stride
     margin = margin_for(model)

@@ -10,7 +10,8 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-from .. import _settings, hardware
+from .. import _settings
+from . import system
 
 # OpenMP threads sleep between kernels: a spinning pool doubles the time of stages that
 # alternate with onnxruntime's pool. Sleeping at once, though, costs a futex wake-up per kernel
@@ -79,4 +80,4 @@ def using_threads(n: int) -> Iterator[int]:
 
 
 set_isa(_settings.get("A2R_MAX_ISA") or ISA_LEVELS[-1])
-set_num_threads(_settings.get("A2R_NUM_THREADS") or hardware.default_threads())
+set_num_threads(_settings.get("A2R_NUM_THREADS") or system.default_threads())

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
-from .model.package import AdainStats
+from .. import ops
+from ..model.package import AdainStats
 
 # ITU-R BT.601 luma weights (R, G, B), the ones OpenCV's BGR2GRAY uses.
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)

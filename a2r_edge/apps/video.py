@@ -28,8 +28,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from . import roi
-from .cli_convert import check_style_options, read_picture, style_colour
+from ..picture import roi
+from .convert import check_style_options, read_picture, style_colour
 
 FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB
@@ -342,7 +342,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     """The loop. detector: frame -> box (x0, y0, x1, y1) or None; only that (smoothed) region
     is converted and pasted back. open_capture: replaces the camera opener (tests)."""
     import cv2
-    from .engine import Engine
+    from ..engine import Engine
 
     if args.max_frames is not None and args.max_frames < 1:
         raise UsageError(f"--max-frames must be >= 1, got {args.max_frames}")

@@ -146,7 +146,7 @@ def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
     picture in errors. InputError for what cannot be decoded or is too large."""
     import cv2
 
-    from . import _settings
+    from .. import _settings
     size, limit = declared_size(data[:1 << 16].tobytes()), _settings.get("A2R_MAX_PIXELS")
     if size is not None and size[0] * size[1] > limit:
         raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
@@ -302,7 +302,7 @@ def convert_here(args: argparse.Namespace, files: list[Path],
                  targets: list[Path]) -> Iterator[Result]:
     """This machine's converter: one Engine, the inputs in order. The Engine is built now (its
     errors are usage errors); the pictures are converted as the results are taken."""
-    from .engine import Engine
+    from ..engine import Engine
 
     engine = Engine(args.model, device=args.device, roi=args.roi)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes

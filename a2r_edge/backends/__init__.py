@@ -1,2 +1,0 @@
-"""Backends: ``reference`` (numpy, the oracle), ``cpu`` (native kernels), ``cuda`` (GPU library,
-loaded late with ctypes)."""

@@ -1,0 +1,5 @@
+import sys
+
+from ..apps.bench import main
+
+sys.exit(main())

@@ -1,0 +1,215 @@
+"""Measuring on this machine: median timings, copy bandwidth, FMA peak, and the model's
+stages on every CPU backend (``StageChain``). The scheduler's calibration and the bench CLI
+(apps/bench.py, ``python -m a2r_edge.bench``) both measure through this module.
+
+Method: each figure is the median of several timed calls after warm-up calls, with a time budget
+per figure (slow cases get fewer rounds, never fewer than 3). Shared machines are noisy: compare
+the ratios of one run, not absolute times across runs.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+def median_time(fn, *, rounds: int = 9, warmup: int = 1, budget_s: float = 1.0) -> float:
+    """Median seconds of ``fn()``: ``warmup`` untimed calls, then up to ``rounds`` timed calls,
+    stopping early (after at least 3) once ``budget_s`` is spent."""
+    return interleaved_median_times([fn], rounds=rounds, warmup=warmup, budget_s=budget_s)[0]
+
+
+def interleaved_median_times(fns, *, rounds: int = 9, warmup: int = 1,
+                             budget_s: float = 1.0) -> list[float]:
+    """Median seconds of each of ``fns``, timed in turns (one call of each per round, after
+    ``warmup`` untimed calls each), so that a load which comes and goes on a shared machine
+    weighs on all of them alike: the ranking is what a plan needs. Up to ``rounds`` rounds,
+    stopping early (after at least 3) once ``budget_s`` is spent."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
+    start = time.perf_counter()
+    for i in range(rounds):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        if i >= 2 and time.perf_counter() - start > budget_s:
+            break
+    return [statistics.median(ts) for ts in times]
+
+
+def copy_bandwidth(threads: int, nbytes: int = 64 << 20, budget_s: float = 1.0) -> float:
+    """Copy bandwidth in bytes/s (read + written) of an ``nbytes`` float32 array, ``threads``
+    threads each copying its own slice with numpy (it releases the GIL for large copies).
+    64 MiB: larger than the last-level cache of the boxes we target, so this is DRAM speed."""
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    bounds = np.linspace(0, src.size, threads + 1).astype(int)
+    slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    with ThreadPoolExecutor(threads) as pool:
+        def run():
+            list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
+        t = median_time(run, rounds=9, budget_s=budget_s)
+    return 2 * nbytes / t
+
+
+def fma_peak(threads: int, iters: int = 2_000_000, budget_s: float = 1.0) -> float:
+    """FMA throughput in flop/s of the native roofline loop at ``threads`` threads.
+    2e6 iterations: 10-20 ms with AVX-512, long enough for a steady median."""
+    from .. import _kernels
+    from . import cpu
+    with cpu.using_threads(threads):
+        flops = _kernels.fma_peak(iters)
+        return flops / median_time(lambda: _kernels.fma_peak(iters), budget_s=budget_s)
+
+
+# --- model stages -----------------------------------------------------------------------------
+
+def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
+    """A tiny random-weight package with the bundled model's stage layout (encode -> adain ->
+    decode + input -> guided filter): for machines (and tests) without the bundled model."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from ..model.package import sha256_of
+
+    rng = np.random.default_rng(seed)
+
+    def conv(o, c, k=3, scale=1.0):
+        return (rng.standard_normal((o, c, k, k)) * scale / np.sqrt(c * k * k)).astype(np.float32)
+
+    def save(nodes, inits, out_channels, name):
+        graph = helper.make_graph(
+            nodes, name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, None, None, None])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                           [1, out_channels, None, None])],
+            [numpy_helper.from_array(v, k) for k, v in inits.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, folder / f"{name}.onnx")
+
+    folder.mkdir(parents=True, exist_ok=True)
+    f = features
+    save([helper.make_node("Conv", ["x", "w1", "b1"], ["h1"], strides=[2, 2], pads=[1] * 4),
+          helper.make_node("Relu", ["h1"], ["r1"]),
+          helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], strides=[2, 2], pads=[1] * 4)],
+         {"w1": conv(f, 3), "b1": np.zeros(f, np.float32), "w2": conv(f, f),
+          "b2": np.zeros(f, np.float32)}, f, "encoder")
+    save([helper.make_node("Conv", ["x", "w1"], ["h1"], pads=[1] * 4),
+          helper.make_node("DepthToSpace", ["h1"], ["u1"], blocksize=2, mode="CRD"),
+          helper.make_node("Conv", ["u1", "w2"], ["h2"], pads=[1] * 4),
+          helper.make_node("DepthToSpace", ["h2"], ["u2"], blocksize=2, mode="CRD"),
+          helper.make_node("Tanh", ["u2"], ["y"])],
+         {"w1": conv(12, f), "w2": conv(12, 3, scale=0.3)}, 3, "decoder")
+    stats = {"mean": [0.0] * f, "std": [1.0] * f}
+    (folder / "photo_stats.json").write_text(json.dumps(stats))
+    files = ["encoder.onnx", "decoder.onnx", "photo_stats.json"]
+    manifest = {"format": "a2r_edge.model/1", "name": "tiny", "version": "0", "license": "MIT",
+                "description": "random weights: bench stand-in for the bundled model",
+                "scale": 1, "stride": 4, "receptive_field": 23,
+                "normalization": {"mean": [0.5] * 3, "std": [0.5] * 3},
+                "stages": [{"name": "encode", "kind": "onnx", "file": "encoder.onnx"},
+                           {"name": "stylize", "kind": "adain", "stats": "photo_stats.json",
+                            "eps": 1e-5},
+                           {"name": "decode", "kind": "onnx", "file": "decoder.onnx",
+                            "add_input": True},
+                           {"name": "enhance", "kind": "guided_filter", "radius": 2,
+                            "eps": 1e-3, "detail": 1.5}],
+                "files": {n: sha256_of(folder / n) for n in files}}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return folder
+
+
+def bench_model(tmp: str):
+    """(ModelPackage, which): the bundled model when present, else a tiny one made in ``tmp``."""
+    from ..model import package as pkg
+    if (pkg.BUNDLED / pkg.DEFAULT_MODEL / "manifest.json").exists():
+        return pkg.resolve(None), f"bundled {pkg.DEFAULT_MODEL}"
+    return (pkg.load_package(tiny_package(Path(tmp) / "tiny")),
+            f"tiny random-weight stand-in (bundled {pkg.DEFAULT_MODEL} not installed)")
+
+
+class StageChain:
+    """The model's stages, runnable one by one on every CPU backend that can run each, with the
+    Engine's stage semantics (AdaIN to the package statistics; the guided filter guided by the
+    input's luma; ``add_input`` residual). For timing stages and whole placements.
+
+    runners[(stage, backend)](x, picture) -> y; ``unsupported``: {stage: why native cannot}.
+    """
+
+    def __init__(self, stages, threads: int):
+        from ..model import NativeExecutor, UnsupportedOpError
+        from ..model.package import load_stats
+        from ..picture import stages as run_stage
+        from .ort import OrtSession
+
+        self.stages = tuple(stages)
+        self.runners, self.unsupported = {}, {}
+        for s in self.stages:
+            p = s.params
+            if s.kind == "onnx":
+                try:
+                    ex = NativeExecutor(str(p["file"]))
+                    self.runners[(s.name, "native")] = (
+                        lambda x, picture, s=s, run=ex.run: run_stage.onnx(s, run, x, picture))
+                except UnsupportedOpError as exc:
+                    self.unsupported[s.name] = str(exc)
+                sess = OrtSession(str(p["file"]), threads=threads)
+                self.runners[(s.name, "onnxruntime")] = (
+                    lambda x, picture, s=s, sess=sess: run_stage.onnx(
+                        s, lambda v: sess.run({sess.input_names[0]: v})[0], x, picture))
+            elif s.kind == "adain":
+                style = load_stats(p["stats"])
+                self.runners[(s.name, "native")] = (
+                    lambda x, picture, s=s, style=style: run_stage.adain(s, x, style))
+            elif s.kind == "guided_filter":
+                self.runners[(s.name, "native")] = (
+                    lambda x, picture, s=s: run_stage.guided_filter(s, x, run_stage.luma(picture)))
+
+    def backends_of(self, stage: str) -> list[str]:
+        return [b for (s, b) in self.runners if s == stage]
+
+    @staticmethod
+    def picture(size: int) -> np.ndarray:
+        from .. import ops
+        img = np.random.default_rng(size).integers(0, 256, (size, size, 3), dtype=np.uint8)
+        return ops.preprocess(img)
+
+    def run(self, picture: np.ndarray, assignment: dict[str, str]) -> np.ndarray:
+        """The whole chain with stage -> backend from ``assignment`` (native by default)."""
+        x = picture
+        for s in self.stages:
+            x = self.runners[(s.name, assignment.get(s.name, "native"))](x, picture)
+        return x
+
+    def time_stages(self, size: int, *, rounds: int = 5, budget_s: float = 0.5,
+                    progress=None) -> list[dict]:
+        """Each (stage, backend) timed on the same input: that stage's input in a chain run
+        (ONNX stages: onnxruntime's output feeds the next stage, native where it cannot run).
+        Returns profile "stages" entries."""
+        picture = self.picture(size)
+        x, entries = picture, []
+        for s in self.stages:
+            x_in = np.array(x, copy=True)
+            backends = self.backends_of(s.name)
+            if progress:
+                progress(f"stage {s.name} {'/'.join(backends)} {size}^2")
+            runs = [lambda run=self.runners[(s.name, b)]: run(x_in, picture) for b in backends]
+            times = interleaved_median_times(runs, rounds=rounds,
+                                             budget_s=budget_s * len(runs))
+            y = None
+            for backend, run, t in zip(backends, runs, times):
+                y = np.array(run(), copy=True)
+                entries.append({"stage": s.name, "kind": s.kind, "backend": backend,
+                                "device": "cpu", "size": size, "ms": t * 1e3,
+                                "out_bytes": int(y.nbytes)})
+            x = y
+        return entries

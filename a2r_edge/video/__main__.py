@@ -1,0 +1,5 @@
+import sys
+
+from ..apps.video import main
+
+sys.exit(main())
