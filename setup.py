@@ -2,8 +2,10 @@
 
 One extension, ``a2r_edge._kernels``, made of:
   - cpu_ops/_kernels.pyx             thin Cython wrappers (GIL released around every call);
-  - cpu_ops/src/runtime.c, */dispatch.c   compiled once with baseline flags;
-  - cpu_ops/src/<op>/kernel.c        compiled once per ISA level with that level's flags.
+  - cpu_ops/src/runtime.c, dispatch.c   compiled once with baseline flags;
+  - cpu_ops/src/<op>/kernel.c        compiled once per ISA level with that level's flags,
+                                     -DA2R_ISA=<level> and -DA2R_OP=<op>.
+The kernels and their levels are listed once, in cpu_ops/include/a2r_kernel_list.h.
 The ISA levels are fixed by the target architecture, never by the CPU of the build machine: the
 wheel must run on any x86-64 (or aarch64) CPU and picks the best variant at import.
 OpenMP is used when a compile + link + run probe passes; otherwise every kernel runs serially.
@@ -17,6 +19,7 @@ sm_90 plus PTX compute_90, which newer GPUs JIT-compile.
 import glob
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -28,6 +31,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 INCLUDE = os.path.join("cpu_ops", "include")
+COMMON = os.path.join("cpu_ops", "src", "common")  # headers shared by several ops' kernels
+KERNEL_LIST = os.path.join(INCLUDE, "a2r_kernel_list.h")
 IS_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 
 COMMON_CFLAGS = [
@@ -46,6 +51,31 @@ if IS_X86_64:
     ISA_FLAGS["avx2"] = ["-mavx2", "-mfma", "-mf16c"]
     ISA_FLAGS["avx512"] = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
                            "-mavx2", "-mfma", "-mf16c", "-mprefer-vector-width=512"]
+
+
+def _listed_kernels():
+    """(ISA level names, op folder names) as cpu_ops/include/a2r_kernel_list.h lists them."""
+    with open(KERNEL_LIST) as f:
+        text = f.read()
+    x86 = text[text.index("#ifdef A2R_X86_VARIANTS"):text.index("#else")]
+    levels = re.findall(r"L\(a, (\w+), A2R_ISA_\w+\)", x86 if IS_X86_64 else
+                        text[text.index("#else"):text.index("#endif")])
+    kernel_list = text[text.index("#define A2R_KERNEL_LIST("):]
+    ops = re.findall(r"A2R_OPS_(\w+)\(K, a\)", kernel_list.split("\n\n")[0])
+    return levels, ops
+
+
+def _check_kernel_list(kernel_files):
+    """Refuse to build when the ISA levels or op folders differ from a2r_kernel_list.h: a level
+    or op missing on either side would otherwise only show as an undefined symbol at import."""
+    levels, ops = _listed_kernels()
+    folders = [os.path.basename(os.path.dirname(k)) for k in kernel_files]
+    if levels != list(ISA_FLAGS):
+        raise SystemExit(f"a2r_edge: setup.py ISA levels {list(ISA_FLAGS)} differ from "
+                         f"{KERNEL_LIST}'s A2R_ISA_LEVELS {levels}")
+    if sorted(ops) != sorted(folders):
+        raise SystemExit(f"a2r_edge: op folders with a kernel.c {sorted(folders)} differ from "
+                         f"{KERNEL_LIST}'s A2R_KERNEL_LIST {sorted(ops)}")
 
 
 def _probe_openmp(compiler_cmd):
@@ -151,16 +181,20 @@ class BuildNative(build_ext):
         extra = COMMON_CFLAGS + ([omp] if omp else [])
         macros = [("A2R_X86_VARIANTS", "1")] if IS_X86_64 else []
         kernels = sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "kernel.c")))
+        _check_kernel_list(kernels)
         objects = []
         for isa, flags in ISA_FLAGS.items():
-            objects += self.compiler.compile(
-                kernels,
-                output_dir=os.path.join(self.build_temp, "isa_" + isa),
-                macros=macros + [("A2R_ISA", isa)],
-                include_dirs=[INCLUDE],
-                extra_postargs=extra + flags,
-                debug=self.debug,
-            )
+            for kernel in kernels:  # one call per op: each gets its own -DA2R_OP
+                op = os.path.basename(os.path.dirname(kernel))
+                objects += self.compiler.compile(
+                    [kernel],
+                    output_dir=os.path.join(self.build_temp, "isa_" + isa),
+                    macros=macros + [("A2R_ISA", isa), ("A2R_OP", op)],
+                    include_dirs=[INCLUDE, COMMON],
+                    # a function named by A2R_KERNEL() that the list does not declare
+                    extra_postargs=extra + flags + ["-Werror=missing-prototypes"],
+                    debug=self.debug,
+                )
         ext.extra_objects = objects + list(ext.extra_objects or [])
         ext.define_macros = list(ext.define_macros or []) + macros
         ext.extra_compile_args = list(ext.extra_compile_args or []) + extra
@@ -170,12 +204,12 @@ class BuildNative(build_ext):
 
 kernels_ext = Extension(
     "a2r_edge._kernels",
-    sources=["cpu_ops/_kernels.pyx", "cpu_ops/src/runtime.c"]
-    + sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "dispatch.c"))),
+    sources=["cpu_ops/_kernels.pyx", "cpu_ops/src/runtime.c", "cpu_ops/src/dispatch.c"],
     include_dirs=[INCLUDE, numpy.get_include()],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     depends=glob.glob(os.path.join(INCLUDE, "*.h"))
-    + glob.glob(os.path.join("cpu_ops", "src", "*", "*.[ch]")),
+    + glob.glob(os.path.join("cpu_ops", "src", "*", "*.[ch]"))
+    + glob.glob(os.path.join("cpu_ops", "src", "*.c")),
 )
 
 setup(

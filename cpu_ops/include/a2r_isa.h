@@ -1,7 +1,10 @@
 /* a2r_isa.h - included by every cpu_ops/src/<op>/kernel.c, which setup.py compiles once per ISA
- * level with that level's flags and -DA2R_ISA=<baseline|avx2|avx512>.
+ * level with that level's flags, -DA2R_ISA=<level> and -DA2R_OP=<op> (its folder's name).
  *
- * A2R_KERNEL(a2r_op) names this level's variant (a2r_op_avx2, ...); the op's dispatch.c picks one.
+ * A2R_KERNEL(a2r_x) names the definition of kernel a2r_x at this level. Only the kernels that
+ * a2r_kernel_list.h lists for A2R_OP may be defined so, each with the listed signature, and each
+ * of them must be: this header declares each as a static body and exports it under its variant
+ * name (a2r_x_avx2, ...) as an alias, which GCC refuses to emit for an undefined body.
  * Bodies are plain C written for the auto-vectoriser (restrict pointers, unit-stride inner loops,
  * no calls but inline helpers); the flags decide the vector width. Where the vectoriser's result
  * depends on the surrounding code, a loop uses the vector type a2r_vf below instead. */
@@ -11,16 +14,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "a2r_kernels.h"
-#include "a2r_runtime.h"
+#include "a2r_kernel_list.h"
 
-#ifndef A2R_ISA
-#error "kernel.c files are compiled per ISA level by setup.py with -DA2R_ISA=<level>"
+#if !defined(A2R_ISA) || !defined(A2R_OP)
+#error "kernel.c files are compiled per ISA level by setup.py with -DA2R_ISA=<level> -DA2R_OP=<op>"
 #endif
 
-#define A2R_CAT_(a, b) a##_##b
-#define A2R_CAT(a, b) A2R_CAT_(a, b)
-#define A2R_KERNEL(name) A2R_CAT(name, A2R_ISA)
+#define A2R_STR_(x) #x
+#define A2R_STR(x) A2R_STR_(x)
+#define A2R_KERNEL(name) A2R_CAT(name, body)
+
+/* For each kernel of this op: `static ret name_body params;` and the exported variant
+ * `ret name_<level> params` as an alias of it. */
+#define A2R_DEFINE_VARIANT(level, ret, name, params, args)                                       \
+    static ret A2R_KERNEL(name) params;                                                          \
+    ret A2R_CAT(name, level) params __attribute__((alias(A2R_STR(A2R_KERNEL(name)))));
+A2R_CAT(A2R_OPS, A2R_OP)(A2R_DEFINE_VARIANT, A2R_ISA)
 
 /* Floats in one vector register at this level: block sizes are multiples of it. */
 #if defined(__AVX512F__)

@@ -40,7 +40,7 @@ void a2r_postprocess(const float *x, int64_t h, int64_t w,
 
 /* channel_stats: per-plane mean and std = sqrt(biased var + eps) of nc planes of hw floats.
  * Accurate for large offsets: float lane sums over blocks around running-mean pivots, the blocks
- * Chan-merged in double (cpu_ops/src/channel_stats/moments.h). */
+ * Chan-merged in double (cpu_ops/src/common/moments.h). */
 void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps,
                        float *mean, float *stdv);
 

@@ -1,4 +1,6 @@
-/* runtime.c - ISA selection and thread count (contract in a2r_runtime.h). Baseline flags. */
+/* runtime.c - ISA selection and thread count (contract in a2r_runtime.h), and the process-wide
+ * conv2d path setting (a2r_kernels.h). Baseline flags. */
+#include "a2r_kernels.h"
 #include "a2r_runtime.h"
 
 #ifdef _OPENMP
@@ -48,4 +50,12 @@ int a2r_openmp_enabled(void) {
 #else
     return 0;
 #endif
+}
+
+int a2r_conv2d_algo = A2R_CONV2D_AUTO;
+
+int a2r_conv2d_set_algo(int algo) {
+    const int old = a2r_conv2d_algo;
+    a2r_conv2d_algo = algo;
+    return old;
 }

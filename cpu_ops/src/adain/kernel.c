@@ -10,7 +10,7 @@
 
 #include "a2r_isa.h"
 #include "a2r_math.h"
-#include "../channel_stats/moments.h"
+#include "moments.h"
 
 /* y may equal x (in place), so no restrict: each element is read before it is written.
  * (x - mu) first: with a large common offset, x*a + (sm - mu*a) would cancel badly. */

@@ -35,7 +35,7 @@
 #include "a2r_math.h"
 #include "simd.h"
 
-/* Path choice (a2r_conv2d_set_algo in dispatch.c): A2R_CONV2D_AUTO, _DIRECT or _WINOGRAD. */
+/* Path choice (a2r_conv2d_set_algo in runtime.c): A2R_CONV2D_AUTO, _DIRECT or _WINOGRAD. */
 extern int a2r_conv2d_algo;
 
 /* B tile budget: with the packed weights (<= 590 KB at C = O = 128, 3x3) it stays inside a 1-2 MB

@@ -10,10 +10,14 @@
  * reflect "cba|abc" with period 2n for any r (OpenCV borderInterpolate, BORDER_REFLECT).
  * Numerics follow cv2.ximgproc.guidedFilter: eps on the diagonal of the guide covariance; a colour
  * guide inverts (Sigma + eps I) by cofactors, and when eps < 1e-2 a |det| < 1e-6 is taken as 1.
- * Colour guide: running sums are double (exact for float32 terms: no drift over long columns).
- * Gray guide (gf_band_gray, when the window is narrower than two periods): float running sums,
- * re-summed exactly every GF_RESUM_ROWS rows (bound there), in padded rows whose reflected
- * margins make the horizontal pass copy-free; (x, x*y) quantity pairs updated in one pass.
+ * Two band algorithms, one file each:
+ *   exact_band.h (gf_band, colour guide or wide windows): running sums in double (exact for
+ *   float32 terms: no drift over long columns);
+ *   gray_band.h (gf_band_gray, gray guide, window narrower than two periods): float running sums,
+ *   re-summed exactly every GF_RESUM_ROWS rows (bound there), in padded rows whose reflected
+ *   margins make the horizontal pass copy-free; (x, x*y) quantity pairs updated in one pass.
+ * This file: the shared row machinery (reflection, planar rows, window sums, the per-pixel linear
+ * models), the scratch and the entry point.
  * The window sums and the per-pixel algebra are float32, as in OpenCV.
  * Threads: the rows are split into bands, one per thread; each band recomputes stage 1 on its r
  * halo rows. Scratch: one malloc per band, O((k1 + k2) * w + ring rows * k2 * w).
@@ -141,29 +145,6 @@ static void gf_rows(const gf_t *g, int64_t j, float *gbuf, float *sbuf, const fl
     }
 }
 
-/* --- running column sums ---------------------------------------------------------------------- */
-/* Terms are float32 values widened to double: a + b - c of such terms is exact in double while the
- * sums stay below 2^29 times the smallest term's ulp, so a sum never drifts along a column. */
-
-static void gf_lin_update(double *restrict cs, const float *restrict xa, const float *restrict xb,
-                          int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += (double)xa[x] - (double)xb[x];
-}
-
-static void gf_prod_update(double *restrict cs, const float *restrict xa, const float *restrict ya,
-                           const float *restrict xb, const float *restrict yb, int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += (double)(xa[x] * ya[x]) - (double)(xb[x] * yb[x]);
-}
-
-static void gf_lin_accum(double *restrict cs, const float *restrict xa, double wt, int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += wt * (double)xa[x];
-}
-
-static void gf_prod_accum(double *restrict cs, const float *restrict xa, const float *restrict ya,
-                          double wt, int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += wt * (double)(xa[x] * ya[x]);
-}
-
 /* Stage-1 quantity q of planar rows (gp, sp): *x times *y (y NULL for a linear quantity).
  * Order: I_c (gc), I_c*I_d for c <= d (gc*(gc+1)/2), p_s (sc), I_c*p_s (s major, sc*gc). */
 static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *sp,
@@ -193,17 +174,6 @@ static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *
     *y = gp + (q % gc) * w;
 }
 
-/* cs1 += wt * Q(rows a). */
-static void gf_stage1_accum(const gf_t *g, double *cs1, const float *ga, const float *sa, double wt) {
-    for (int64_t q = 0; q < g->k1; q++) {
-        const float *xa, *ya;
-        gf_quantity(g, q, ga, sa, &xa, &ya);
-        if (ya)
-            gf_prod_accum(cs1 + q * g->w, xa, ya, wt, g->w);
-        else
-            gf_lin_accum(cs1 + q * g->w, xa, wt, g->w);
-    }
-}
 
 /* --- horizontal window sums ------------------------------------------------------------------- */
 
@@ -251,30 +221,6 @@ static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len, fl
     for (int64_t i = 0; i < nq4; i++, off += 4) t[nt++] = s4 + off;
     for (int64_t i = 0; i < n1; i++, off += 1) t[nt++] = pad + off;
     for (int i = 0; i < nt; i += 4) gf_add_terms(out, t + i, A2R_MIN(nt - i, 4), i > 0, n);
-}
-
-/* out[x] = sum over the horizontal window of x of cs (reflected), as float. */
-static void gf_hbox(const gf_t *g, const double *restrict cs, float *restrict out,
-                    gf_scratch *sc) {
-    const int64_t w = g->w, r = g->r, plen = g->pad_len;
-    float *restrict pad = sc->pad;
-    if (g->hfull == 0 && r <= w) { /* hstart = -r: the row, r reflected values either side */
-        for (int64_t x = 0; x < w; x++) pad[r + x] = (float)cs[x];
-        for (int64_t j = 0; j < r; j++) pad[j] = (float)cs[r - 1 - j];
-        for (int64_t j = r + w; j < plen; j++) pad[j] = (float)cs[2 * w - 1 - (j - r)];
-    } else {
-        for (int64_t j = 0; j < plen; j++) pad[j] = (float)cs[gf_reflect(g->hstart + j, w)];
-    }
-    if (g->hlen > 0)
-        gf_window_sums(pad, w, g->hlen, out, sc->s4, sc->s16);
-    else
-        for (int64_t x = 0; x < w; x++) out[x] = 0.0f;
-    if (g->hfull > 0) { /* whole periods: every column twice per period */
-        double t = 0.0;
-        for (int64_t x = 0; x < w; x++) t += cs[x];
-        const float add = (float)(2.0 * (double)g->hfull * t);
-        for (int64_t x = 0; x < w; x++) out[x] += add;
-    }
 }
 
 /* --- per-pixel linear models ------------------------------------------------------------------ */
@@ -402,217 +348,8 @@ static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
     }
 }
 
-/* cs1 += Q(rows a) - Q(rows b), each quantity's window sums right after its update, while its
- * running sums are still in L1. */
-static void gf_stage1_update(const gf_t *g, gf_scratch *s, const float *ga, const float *sa,
-                             const float *gb, const float *sb) {
-    const int64_t w = g->w;
-    for (int64_t q = 0; q < g->k1; q++) {
-        const float *xa, *ya, *xb, *yb;
-        gf_quantity(g, q, ga, sa, &xa, &ya);
-        gf_quantity(g, q, gb, sb, &xb, &yb);
-        if (ya)
-            gf_prod_update(s->cs1 + q * w, xa, ya, xb, yb, w);
-        else
-            gf_lin_update(s->cs1 + q * w, xa, xb, w);
-        gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
-    }
-}
-
-/* --- one band --------------------------------------------------------------------------------- */
-
-static void gf_band(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
-    const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
-    const int64_t lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
-    int64_t done = lo - 1; /* last stage-1 row whose a, b are in the ring */
-    const float *ga, *sa, *gb, *sb;
-    for (int64_t y = y0; y < y1; y++) {
-        /* Stage 1 up to the lowest row stage 2 reads at y (all rows when r >= h). */
-        const int64_t need = A2R_MIN(hi, y + r);
-        while (done < need) {
-            const int64_t m = ++done;
-            int fresh = 0; /* window sums already taken by gf_stage1_update */
-            if (m == lo) {
-                gf_window_counts(m, r, h, s->cnt);
-                memset(s->cs1, 0, (size_t)(k1 * w) * sizeof(double));
-                for (int64_t j = 0; j < h; j++) {
-                    if (!s->cnt[j]) continue;
-                    gf_rows(g, j, s->ga, s->sa, &ga, &sa);
-                    gf_stage1_accum(g, s->cs1, ga, sa, (double)s->cnt[j]);
-                }
-            } else {
-                const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
-                if (jn != jo) {
-                    gf_rows(g, jn, s->ga, s->sa, &ga, &sa);
-                    gf_rows(g, jo, s->gb, s->sb, &gb, &sb);
-                    gf_stage1_update(g, s, ga, sa, gb, sb);
-                    fresh = 1;
-                }
-            }
-            if (!fresh)
-                for (int64_t q = 0; q < k1; q++) gf_hbox(g, s->cs1 + q * w, s->sum1 + q * w, s);
-            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
-        }
-        /* Stage 2: running sums of a, b over the rows around y. */
-        int fresh = 0;
-        if (y == y0) {
-            gf_window_counts(y, r, h, s->cnt);
-            memset(s->cs2, 0, (size_t)(k2 * w) * sizeof(double));
-            for (int64_t j = 0; j < h; j++) {
-                if (!s->cnt[j]) continue;
-                const float *slot = s->ringbuf + (j % R) * k2 * w;
-                for (int64_t q = 0; q < k2; q++)
-                    gf_lin_accum(s->cs2 + q * w, slot + q * w, (double)s->cnt[j], w);
-            }
-        } else {
-            const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
-            if (jn != jo) {
-                const float *na = s->ringbuf + (jn % R) * k2 * w,
-                            *ol = s->ringbuf + (jo % R) * k2 * w;
-                for (int64_t q = 0; q < k2; q++) { /* update, then window sums while in L1 */
-                    gf_lin_update(s->cs2 + q * w, na + q * w, ol + q * w, w);
-                    gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
-                }
-                fresh = 1;
-            }
-        }
-        if (!fresh)
-            for (int64_t q = 0; q < k2; q++) gf_hbox(g, s->cs2 + q * w, s->sum2 + q * w, s);
-        gf_output(g, s, y);
-    }
-}
-
-/* --- gray guide: float running sums --------------------------------------------------------- */
-/* Float running column sums, re-summed from scratch at every row that is a multiple of
- * GF_RESUM_ROWS (absolute rows, so the result does not depend on the bands).
- * Error bound: a fresh sum of the L = 2r+1 window rows carries at most (L - 1) u S, u = 2^-24,
- * S = sum of |terms| in that window (as the fresh double-then-float sum did, to one rounding).
- * Each update cs + (t_new - t_old) rounds twice: at most u (|t_new| + |t_old|) + u |cs'| <= 3 u S'
- * with S' the largest window |sum| seen since the re-sum. After k < K updates the drift is at
- * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); it cannot outlive
- * K rows, so a huge value that has left the window leaves no trace after the next re-sum (tests:
- * drift, re-sum boundary). K = 32: the re-sum adds L / K row sums per row; 16 cost 4% more time,
- * 64 saved nothing measurable (1024^2, r = 8). */
-#define GF_RESUM_ROWS 32
-
-static void gf_lin_update_f(float *restrict cs, const float *restrict xa, const float *restrict xb,
-                            int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
-}
-
-/* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities. */
-static void gf_pair_update_f(float *restrict c1, float *restrict c2, const float *xa,
-                             const float *ya, const float *xb, const float *yb, int64_t w) {
-    for (int64_t x = 0; x < w; x++) {
-        const float a = xa[x], b = xb[x];
-        c1[x] += a - b;
-        c2[x] += a * ya[x] - b * yb[x];
-    }
-}
-
-static void gf_accum_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
-                       float wt, int64_t w) {
-    if (ya)
-        for (int64_t x = 0; x < w; x++) cs[x] += wt * (xa[x] * ya[x]);
-    else
-        for (int64_t x = 0; x < w; x++) cs[x] += wt * xa[x];
-}
-
-/* Reflected margins of a padded row (interior at offset r), then its horizontal window sums. */
-static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, gf_scratch *s) {
-    const int64_t w = g->w, r = g->r;
-    float *restrict c = row + r;
-    if (r <= w) {
-        for (int64_t j = 0; j < r; j++) {
-            row[r - 1 - j] = c[j];
-            c[w + j] = c[w - 1 - j];
-        }
-    } else {
-        for (int64_t j = 0; j < r; j++) {
-            row[r - 1 - j] = c[gf_reflect(-1 - j, w)];
-            c[w + j] = c[gf_reflect(w + j, w)];
-        }
-    }
-    gf_window_sums(row, w, g->hlen, out, s->s4, s->s16);
-}
-
-/* Planar src row j (sc > 1) from the ring of deinterleaved rows, deinterleaving it on a miss: a
- * row enters the window as new and leaves it 2r + 1 rows later as old, read once each way (the
- * deinterleave was ~10% of the gray-guide 3ch time). avoid: slot in use by the other row. */
-static const float *gf_src_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoid,
-                                  float *spare) {
-    const int64_t slot = j % g->ring, w = g->w;
-    if (s->stag[slot] == j) return s->srows + slot * g->sc * w;
-    float *dst = slot == avoid ? spare : s->srows + slot * g->sc * w;
-    gf_deinterleave(g->src + j * w * g->sc, g->sc, w, dst);
-    if (dst != spare) s->stag[slot] = j;
-    return dst;
-}
-
-static void gf_band_gray(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
-    const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
-    const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
-    int64_t done = lo - 1;
-    const float *ga, *sa, *gb, *sb;
-    for (int64_t i = 0; i < R; i++) s->stag[i] = -1;
-    for (int64_t y = y0; y < y1; y++) {
-        const int64_t need = A2R_MIN(hi, y + r);
-        while (done < need) {
-            const int64_t m = ++done;
-            const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
-            if (m == lo || m % GF_RESUM_ROWS == 0) {
-                gf_window_counts(m, r, h, s->cnt);
-                memset(s->cf1, 0, (size_t)(k1 * P) * sizeof(float));
-                for (int64_t j = 0; j < h; j++) {
-                    if (!s->cnt[j]) continue;
-                    gf_rows(g, j, s->ga, s->sa, &ga, &sa);
-                    for (int64_t q = 0; q < k1; q++) {
-                        const float *xa, *ya;
-                        gf_quantity(g, q, ga, sa, &xa, &ya);
-                        gf_accum_f(s->cf1 + q * P + r, xa, ya, (float)s->cnt[j], w);
-                    }
-                }
-                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
-            } else if (jn != jo) {
-                ga = g->guide + jn * w;
-                gb = g->guide + jo * w;
-                if (g->sc == 1) {
-                    sa = g->src + jn * w;
-                    sb = g->src + jo * w;
-                } else {
-                    sb = gf_src_cached(g, s, jo, -1, s->sb);
-                    sa = gf_src_cached(g, s, jn, jo % R, s->sa);
-                }
-                /* Quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
-                gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
-                for (int64_t k = 0; k < g->sc; k++)
-                    gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
-                                     sa + k * w, ga, sb + k * w, gb, w);
-                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
-            } /* else: the same rows enter and leave, sum1 is unchanged */
-            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
-        }
-        const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
-        if (y == y0 || y % GF_RESUM_ROWS == 0) {
-            gf_window_counts(y, r, h, s->cnt);
-            memset(s->cf2, 0, (size_t)(k2 * P) * sizeof(float));
-            for (int64_t j = 0; j < h; j++) {
-                if (!s->cnt[j]) continue;
-                const float *slot = s->ringbuf + (j % R) * k2 * w;
-                for (int64_t q = 0; q < k2; q++)
-                    gf_accum_f(s->cf2 + q * P + r, slot + q * w, NULL, (float)s->cnt[j], w);
-            }
-            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
-        } else if (jn != jo) {
-            const float *na = s->ringbuf + (jn % R) * k2 * w, *ol = s->ringbuf + (jo % R) * k2 * w;
-            for (int64_t q = 0; q < k2; q++) {
-                gf_lin_update_f(s->cf2 + q * P + r, na + q * w, ol + q * w, w);
-                gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
-            }
-        }
-        gf_output(g, s, y);
-    }
-}
+#include "exact_band.h"
+#include "gray_band.h"
 
 /* --- scratch ---------------------------------------------------------------------------------- */
 

@@ -1,8 +1,8 @@
 /* fma_peak kernel (contract: a2r_kernels.h): the FMA ceiling the conv2d micro-kernel can reach,
- * with the same vector type and FMA (conv2d/simd.h). Each thread updates MR*NV independent
+ * with the same vector type and FMA (common/simd.h). Each thread updates MR*NV independent
  * accumulators (the micro-kernel's tile: enough to cover FMA latency x issue width, e.g. 4
  * cycles x 2 pipes = 8 on AVX2, and 24 >= 8 on AVX-512) with acc = acc * m + a. */
-#include "../conv2d/simd.h"
+#include "simd.h"
 
 #define NACC (MR * NV)
 

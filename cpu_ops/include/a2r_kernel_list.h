@@ -1,0 +1,119 @@
+/* a2r_kernel_list.h - THE list of dispatched kernels and of the ISA levels each is compiled at.
+ *
+ * Everything else is expanded from these two X-macros, so nothing can drift apart:
+ *   - declarations: every variant name_<level> (a2r_dispatch.h, a2r_isa.h);
+ *   - the dispatch table: one row of function pointers per level, and the public entry points
+ *     a2r_kernels.h documents, which call the active row (src/dispatch.c);
+ *   - the definitions: each src/<op>/kernel.c, compiled once per level with -DA2R_OP=<op>, must
+ *     define every kernel its op lists here (a2r_isa.h turns a missing one into a compile error).
+ * Mismatches are compile errors: a signature here that differs from a2r_kernels.h or from the
+ * kernel.c definition is a conflicting-types error; a kernel listed here but not defined by its
+ * op's kernel.c is "aliased to undefined symbol"; a kernel.c function named by A2R_KERNEL() but
+ * not listed here is a missing-prototype error. How to add a kernel: cpu_ops/README.md.
+ *
+ * A2R_ISA_LEVELS(L, a): L(a, level, id) per level; id indexes the dispatch table (a2r_runtime.h).
+ *   setup.py compiles every kernel.c once per level with the flags it keeps for that name and
+ *   refuses to build when its levels and this list differ. Every kernel has every level: where a
+ *   level has no faster code, its kernel.c compiles the portable body at that level.
+ * A2R_OPS_<op>(K, a): K(a, ret, name, params, args) per kernel of the folder src/<op>/.
+ *   ret is one of void, int, int64_t, double (A2R_RETURN_<ret> in src/dispatch.c); args repeats
+ *   the parameter names in order (the entry point forwards them).
+ * A2R_KERNEL_LIST(K, a): every op's kernels. The trailing `a` lets an expansion pass one value
+ *   (a level) through to K. */
+#ifndef A2R_KERNEL_LIST_H
+#define A2R_KERNEL_LIST_H
+
+#include <stdint.h>
+
+#include "a2r_kernels.h"
+#include "a2r_runtime.h"
+
+#ifdef A2R_X86_VARIANTS
+#define A2R_ISA_LEVELS(L, a)                                                                    \
+    L(a, baseline, A2R_ISA_BASELINE)                                                            \
+    L(a, avx2, A2R_ISA_AVX2)                                                                    \
+    L(a, avx512, A2R_ISA_AVX512)
+#else
+#define A2R_ISA_LEVELS(L, a) L(a, baseline, A2R_ISA_BASELINE)
+#endif
+
+#define A2R_OPS_preprocess(K, a)                                                                \
+    K(a, void, a2r_preprocess,                                                                  \
+      (const uint8_t *img, int64_t h, int64_t w, const float scale[3], const float bias[3],      \
+       float *out),                                                                             \
+      (img, h, w, scale, bias, out))
+
+#define A2R_OPS_postprocess(K, a)                                                               \
+    K(a, void, a2r_postprocess,                                                                 \
+      (const float *x, int64_t h, int64_t w, const float mean[3], const float stdv[3],           \
+       uint8_t *out),                                                                           \
+      (x, h, w, mean, stdv, out))
+
+#define A2R_OPS_channel_stats(K, a)                                                             \
+    K(a, void, a2r_channel_stats,                                                               \
+      (const float *x, int64_t nc, int64_t hw, float eps, float *mean, float *stdv),             \
+      (x, nc, hw, eps, mean, stdv))
+
+#define A2R_OPS_adain(K, a)                                                                     \
+    K(a, void, a2r_adain,                                                                       \
+      (const float *x, int64_t nc, int64_t hw, const float *style_mean, const float *style_std,  \
+       const float *content_mean, const float *content_std, float eps, int activation,           \
+       float alpha, float *y),                                                                  \
+      (x, nc, hw, style_mean, style_std, content_mean, content_std, eps, activation, alpha, y))
+
+#define A2R_OPS_silu(K, a)                                                                      \
+    K(a, void, a2r_silu, (const float *x, float *y, int64_t n), (x, y, n))
+
+#define A2R_OPS_pixel_shuffle(K, a)                                                             \
+    K(a, void, a2r_pixel_shuffle,                                                               \
+      (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, float *y),         \
+      (x, n, c, h, w, r, y))
+
+#define A2R_OPS_im2col(K, a)                                                                    \
+    K(a, void, a2r_im2col,                                                                      \
+      (const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,                  \
+       int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,          \
+       int64_t dil_w, float *out),                                                              \
+      (x, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, out))
+
+#define A2R_OPS_conv2d(K, a)                                                                    \
+    K(a, int64_t, a2r_conv2d_packed_size, (const a2r_conv2d_shape *s), (s))                     \
+    K(a, void, a2r_conv2d_pack, (const a2r_conv2d_shape *s, const float *w, float *packed),     \
+      (s, w, packed))                                                                           \
+    K(a, int64_t, a2r_conv2d_workspace_size, (const a2r_conv2d_shape *s), (s))                  \
+    K(a, void, a2r_conv2d,                                                                      \
+      (const a2r_conv2d_shape *s, const float *x, const float *packed, const float *bias,        \
+       const float *residual, int activation, float alpha, float *workspace,                    \
+       int64_t workspace_floats, float *y),                                                     \
+      (s, x, packed, bias, residual, activation, alpha, workspace, workspace_floats, y))
+
+#define A2R_OPS_roofline(K, a)                                                                  \
+    K(a, double, a2r_fma_peak, (int64_t iters, float *sink), (iters, sink))
+
+#define A2R_OPS_guided_filter(K, a)                                                             \
+    K(a, int, a2r_guided_filter,                                                                \
+      (const float *guide, int64_t gc, const float *src, int64_t sc, int64_t h, int64_t w,       \
+       int64_t r, float eps, float detail, float *out),                                         \
+      (guide, gc, src, sc, h, w, r, eps, detail, out))
+
+/* One line per folder under src/ that holds a kernel.c (setup.py checks the two agree). */
+#define A2R_KERNEL_LIST(K, a)                                                                   \
+    A2R_OPS_preprocess(K, a)                                                                    \
+    A2R_OPS_postprocess(K, a)                                                                   \
+    A2R_OPS_channel_stats(K, a)                                                                 \
+    A2R_OPS_adain(K, a)                                                                         \
+    A2R_OPS_silu(K, a)                                                                          \
+    A2R_OPS_pixel_shuffle(K, a)                                                                 \
+    A2R_OPS_im2col(K, a)                                                                        \
+    A2R_OPS_conv2d(K, a)                                                                        \
+    A2R_OPS_roofline(K, a)                                                                      \
+    A2R_OPS_guided_filter(K, a)
+
+#define A2R_CAT_(a, b) a##_##b
+#define A2R_CAT(a, b) A2R_CAT_(a, b)
+
+/* Declares every variant of one kernel at one level: ret name_<level> params; */
+#define A2R_DECLARE_VARIANT(level, ret, name, params, args) ret A2R_CAT(name, level) params;
+#define A2R_DECLARE_LEVEL(unused, level, id) A2R_KERNEL_LIST(A2R_DECLARE_VARIANT, level)
+
+#endif

@@ -1,0 +1,135 @@
+/* guided_filter: the gray-guide band, float running sums (gray guide, window narrower than two
+ * periods: gf_t.fast). Included by kernel.c (one translation unit per ISA level), after the shared
+ * row machinery. */
+
+/* --- gray guide: float running sums --------------------------------------------------------- */
+/* Float running column sums, re-summed from scratch at every row that is a multiple of
+ * GF_RESUM_ROWS (absolute rows, so the result does not depend on the bands).
+ * Error bound: a fresh sum of the L = 2r+1 window rows carries at most (L - 1) u S, u = 2^-24,
+ * S = sum of |terms| in that window (as the fresh double-then-float sum did, to one rounding).
+ * Each update cs + (t_new - t_old) rounds twice: at most u (|t_new| + |t_old|) + u |cs'| <= 3 u S'
+ * with S' the largest window |sum| seen since the re-sum. After k < K updates the drift is at
+ * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); it cannot outlive
+ * K rows, so a huge value that has left the window leaves no trace after the next re-sum (tests:
+ * drift, re-sum boundary). K = 32: the re-sum adds L / K row sums per row; 16 cost 4% more time,
+ * 64 saved nothing measurable (1024^2, r = 8). */
+#define GF_RESUM_ROWS 32
+
+static void gf_lin_update_f(float *restrict cs, const float *restrict xa, const float *restrict xb,
+                            int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
+}
+
+/* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities. */
+static void gf_pair_update_f(float *restrict c1, float *restrict c2, const float *xa,
+                             const float *ya, const float *xb, const float *yb, int64_t w) {
+    for (int64_t x = 0; x < w; x++) {
+        const float a = xa[x], b = xb[x];
+        c1[x] += a - b;
+        c2[x] += a * ya[x] - b * yb[x];
+    }
+}
+
+static void gf_accum_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
+                       float wt, int64_t w) {
+    if (ya)
+        for (int64_t x = 0; x < w; x++) cs[x] += wt * (xa[x] * ya[x]);
+    else
+        for (int64_t x = 0; x < w; x++) cs[x] += wt * xa[x];
+}
+
+/* Reflected margins of a padded row (interior at offset r), then its horizontal window sums. */
+static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, gf_scratch *s) {
+    const int64_t w = g->w, r = g->r;
+    float *restrict c = row + r;
+    if (r <= w) {
+        for (int64_t j = 0; j < r; j++) {
+            row[r - 1 - j] = c[j];
+            c[w + j] = c[w - 1 - j];
+        }
+    } else {
+        for (int64_t j = 0; j < r; j++) {
+            row[r - 1 - j] = c[gf_reflect(-1 - j, w)];
+            c[w + j] = c[gf_reflect(w + j, w)];
+        }
+    }
+    gf_window_sums(row, w, g->hlen, out, s->s4, s->s16);
+}
+
+/* Planar src row j (sc > 1) from the ring of deinterleaved rows, deinterleaving it on a miss: a
+ * row enters the window as new and leaves it 2r + 1 rows later as old, read once each way (the
+ * deinterleave was ~10% of the gray-guide 3ch time). avoid: slot in use by the other row. */
+static const float *gf_src_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoid,
+                                  float *spare) {
+    const int64_t slot = j % g->ring, w = g->w;
+    if (s->stag[slot] == j) return s->srows + slot * g->sc * w;
+    float *dst = slot == avoid ? spare : s->srows + slot * g->sc * w;
+    gf_deinterleave(g->src + j * w * g->sc, g->sc, w, dst);
+    if (dst != spare) s->stag[slot] = j;
+    return dst;
+}
+
+static void gf_band_gray(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
+    const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
+    const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
+    int64_t done = lo - 1;
+    const float *ga, *sa, *gb, *sb;
+    for (int64_t i = 0; i < R; i++) s->stag[i] = -1;
+    for (int64_t y = y0; y < y1; y++) {
+        const int64_t need = A2R_MIN(hi, y + r);
+        while (done < need) {
+            const int64_t m = ++done;
+            const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
+            if (m == lo || m % GF_RESUM_ROWS == 0) {
+                gf_window_counts(m, r, h, s->cnt);
+                memset(s->cf1, 0, (size_t)(k1 * P) * sizeof(float));
+                for (int64_t j = 0; j < h; j++) {
+                    if (!s->cnt[j]) continue;
+                    gf_rows(g, j, s->ga, s->sa, &ga, &sa);
+                    for (int64_t q = 0; q < k1; q++) {
+                        const float *xa, *ya;
+                        gf_quantity(g, q, ga, sa, &xa, &ya);
+                        gf_accum_f(s->cf1 + q * P + r, xa, ya, (float)s->cnt[j], w);
+                    }
+                }
+                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
+            } else if (jn != jo) {
+                ga = g->guide + jn * w;
+                gb = g->guide + jo * w;
+                if (g->sc == 1) {
+                    sa = g->src + jn * w;
+                    sb = g->src + jo * w;
+                } else {
+                    sb = gf_src_cached(g, s, jo, -1, s->sb);
+                    sa = gf_src_cached(g, s, jn, jo % R, s->sa);
+                }
+                /* Quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
+                gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
+                for (int64_t k = 0; k < g->sc; k++)
+                    gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
+                                     sa + k * w, ga, sb + k * w, gb, w);
+                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
+            } /* else: the same rows enter and leave, sum1 is unchanged */
+            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
+        }
+        const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
+        if (y == y0 || y % GF_RESUM_ROWS == 0) {
+            gf_window_counts(y, r, h, s->cnt);
+            memset(s->cf2, 0, (size_t)(k2 * P) * sizeof(float));
+            for (int64_t j = 0; j < h; j++) {
+                if (!s->cnt[j]) continue;
+                const float *slot = s->ringbuf + (j % R) * k2 * w;
+                for (int64_t q = 0; q < k2; q++)
+                    gf_accum_f(s->cf2 + q * P + r, slot + q * w, NULL, (float)s->cnt[j], w);
+            }
+            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+        } else if (jn != jo) {
+            const float *na = s->ringbuf + (jn % R) * k2 * w, *ol = s->ringbuf + (jo % R) * k2 * w;
+            for (int64_t q = 0; q < k2; q++) {
+                gf_lin_update_f(s->cf2 + q * P + r, na + q * w, ol + q * w, w);
+                gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+            }
+        }
+        gf_output(g, s, y);
+    }
+}
