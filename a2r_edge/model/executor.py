@@ -1,4 +1,5 @@
-"""Native executor: runs an ONNX image model of the supported op set on the a2r_edge CPU ops.
+"""Native executor: runs an ONNX image model of the supported op set on the a2r_edge CPU ops
+(each op's shapes, scratch and run closure come from its OpSpec in ``ops/``).
 
 Per input shape it builds a plan once (cached): static shapes, the fused node list, one float32
 arena holding every intermediate at an offset chosen by liveness (``arena.py``), and one closure
@@ -13,237 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops
-from .. import _kernels
-from . import arena
-from .graph import (Graph, Node, UnsupportedOpError, build_graph, conv_pads, fuse,
-                    infer_shapes, load_model, resize_params)
-
-_HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python scalar anew each call
-
-
-# --- per-op step builders: each returns a closure over bound views (or None) -------------------
-
-_INPLACE = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "SiLU", "AdaIN", "Add", "Mul"}
-
-
-def _scratch_shapes(n: Node, shapes, graph: Graph) -> list[tuple]:
-    if n.op == "LeakyRelu":
-        return [shapes[n.outputs[0]]]
-    if n.op == "Conv":
-        x = shapes[n.inputs[0]]
-        t, l, b, r = conv_pads(n, x, n.attrs["w"].shape)
-        return [] if (t, l) == (b, r) else [(x[0], x[1], x[2] + t + b, x[3] + l + r)]
-    if n.op == "Resize":
-        nb, c, h, w = shapes[n.inputs[0]]
-        oh, ow = shapes[n.outputs[0]][2:]
-        if resize_params(n, graph.consts, (nb, c, h, w), graph.opset)["mode"] == "nearest":
-            return [(nb, c, oh, w)]
-        return [(nb, c, oh, w), (nb, c, oh, w), (nb, c, oh, ow)]
-    return []
-
-
-def _const_input(graph, n, k, what):
-    name = n.inputs[k] if len(n.inputs) > k else ""
-    if not name:
-        return None
-    if name not in graph.consts:
-        raise UnsupportedOpError(n.op, n.name, f"{what} must be a constant")
-    return np.asarray(graph.consts[name], np.float32)
-
-
-def _resize_axis(in_size, out_size, scale, p, linear):
-    """Source indices (and weights of the upper neighbour for linear) of one axis, with
-    onnxruntime's float32 coordinate arithmetic."""
-    xr = np.arange(out_size, dtype=np.float32)
-    s = np.float32(scale)
-    coord = p["coord"]
-    if coord == "half_pixel":
-        xo = (xr + np.float32(0.5)) / s - np.float32(0.5)
-    elif coord == "pytorch_half_pixel":
-        xo = (xr + np.float32(0.5)) / s - np.float32(0.5) if out_size > 1 else np.zeros_like(xr)
-    elif coord == "asymmetric":
-        xo = xr / s
-    else:  # align_corners
-        xo = xr * np.float32(in_size - 1) / np.float32(out_size - 1) if out_size > 1 \
-            else np.zeros_like(xr)
-    if not linear:
-        mode = p["nearest"]
-        if mode == "floor":
-            i = np.floor(xo)
-        elif mode == "ceil":
-            i = np.ceil(xo)
-        else:
-            half = xo - np.floor(xo) == np.float32(0.5)
-            prefer = np.floor(xo) if mode == "round_prefer_floor" else np.ceil(xo)
-            i = np.where(half, prefer, np.floor(xo + np.float32(0.5)))
-        return np.clip(i, 0, in_size - 1).astype(np.intp), None, None
-    xo = np.clip(xo, np.float32(0), np.float32(in_size - 1))
-    i0 = np.minimum(xo.astype(np.intp), in_size - 1)
-    i1 = np.minimum(i0 + 1, in_size - 1)
-    w1 = (xo - i0.astype(np.float32)).astype(np.float32)
-    return i0, i1, w1
-
-
-def _build_step(n: Node, graph: Graph, shapes, view, scratch):
-    """The closure that runs fused node ``n`` (views from ``view(name)``) or None."""
-    op, a = n.op, n.attrs
-    y = view(n.outputs[0]) if op != "Concat" else None
-    if op == "Conv":
-        x = view(n.inputs[0])
-        res = view(n.inputs[1]) if len(n.inputs) > 1 else None
-        w = a["w"]
-        t, l, b, r = conv_pads(n, x.shape, w.shape)
-        conv = ops.Conv2d(w, a["b"], stride=tuple(a.get("strides") or (1, 1)),
-                          pad=(t, l) if (t, l) == (b, r) else (0, 0),
-                          dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
-                          activation=a["activation"], alpha=a.get("alpha", 0.01))
-        if (t, l) == (b, r):
-            return lambda: conv(x, residual=res, out=y)
-        padded = scratch[0]
-        inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
-
-        def padded_conv():
-            padded.fill(0)
-            np.copyto(inner, x)
-            conv(padded, residual=res, out=y)
-        return padded_conv
-    if op in ("Relu", "Sigmoid", "Tanh", "SiLU", "LeakyRelu", "Clip", "Identity"):
-        x = view(n.inputs[0])
-        if op == "Relu":
-            zero = np.zeros((), np.float32)
-            return lambda: np.maximum(x, zero, out=y)
-        if op == "Tanh":
-            return lambda: np.tanh(x, out=y)
-        if op == "Identity":
-            return lambda: np.copyto(y, x)
-        if op == "SiLU":
-            xf, yf = x.reshape(-1), y.reshape(-1)
-            return lambda: _kernels.silu(xf, yf)
-        if op == "Sigmoid":   # 0.5 * tanh(x / 2) + 0.5: exact sigmoid, no exp overflow warnings
-            def sigmoid():
-                np.multiply(x, _HALF, out=y)
-                np.tanh(y, out=y)
-                np.multiply(y, _HALF, out=y)
-                np.add(y, _HALF, out=y)
-            return sigmoid
-        if op == "LeakyRelu":
-            alpha = np.array(a.get("alpha", 0.01), np.float32)
-            pick = np.maximum if alpha <= 1 else np.minimum
-            tmp = scratch[0]
-
-            def leaky():
-                np.multiply(x, alpha, out=tmp)
-                pick(x, tmp, out=y)
-            return leaky
-        # Clip: bounds are inputs from opset 11, attributes before
-        if graph.opset >= 11:
-            lo, hi = _const_input(graph, n, 1, "min"), _const_input(graph, n, 2, "max")
-        else:
-            lo = np.asarray(a["min"], np.float32) if "min" in a else None
-            hi = np.asarray(a["max"], np.float32) if "max" in a else None
-        lo = np.array(-np.inf if lo is None else lo, np.float32).reshape(())
-        hi = np.array(np.inf if hi is None else hi, np.float32).reshape(())
-
-        def clip():
-            np.maximum(x, lo, out=y)
-            np.minimum(y, hi, out=y)
-        return clip
-    if op in ("Add", "Mul"):
-        p, q = (np.ascontiguousarray(graph.consts[s], np.float32) if s in graph.consts
-                else view(s) for s in n.inputs[:2])
-        ufunc = np.add if op == "Add" else np.multiply
-        return lambda: ufunc(p, q, out=y)
-    if op == "AdaIN":
-        x = view(n.inputs[0])
-        nb, c, h, w = x.shape
-        eps = float(a.get("epsilon", 1e-5))
-        if not eps > 0:
-            raise ValueError(f"{op} node {n.name!r}: epsilon must be > 0, got {eps}")
-        if a.get("activation") not in ops.ACT_CODES:
-            raise AssertionError(f"fusion gave AdaIN activation {a.get('activation')!r}")
-        act, alpha = ops.ACT_CODES[a.get("activation")], float(a.get("alpha", 0.01))
-        stats, feeds = [], []
-        for s in n.inputs[1:3]:
-            shape = shapes[s]
-            if shape not in ((c,), (nb, c)):
-                raise ValueError(f"{op} node {n.name!r}: style statistics {s!r} must have shape "
-                                 f"({c},) or ({nb}, {c}), got {shape}")
-            if s in graph.consts:
-                stats.append(np.ascontiguousarray(np.broadcast_to(
-                    graph.consts[s].astype(np.float32), (nb, c))).reshape(-1))
-            else:   # a graph input: broadcast into a plan-owned buffer each run
-                buf = np.empty(nb * c, np.float32)
-                feeds.append((buf.reshape(nb, c), view(s)))
-                stats.append(buf)
-        sm, ss = stats
-        xf, yf = x.reshape(-1), y.reshape(-1)
-
-        def adain():
-            for dst, src in feeds:
-                np.copyto(dst, src)
-            _kernels.adain(xf, nb * c, h * w, sm, ss, None, None, eps, act, alpha, yf)
-        return adain
-    if op == "DepthToSpace":
-        x = view(n.inputs[0])
-        r = a["blocksize"]
-        nb, c, h, w = y.shape
-        if a.get("mode", "DCR") == "CRD":
-            xf, yf = x.reshape(-1), y.reshape(-1)
-            return lambda: _kernels.pixel_shuffle(xf, nb, c, h // r, w // r, r, yf)
-        src = x.reshape(nb, r, r, c, h // r, w // r).transpose(0, 3, 4, 1, 5, 2)
-        dst = y.reshape(nb, c, h // r, r, w // r, r)
-        return lambda: np.copyto(dst, src)
-    if op == "Resize":
-        x = view(n.inputs[0])
-        p = resize_params(n, graph.consts, x.shape, graph.opset)
-        (h, w), (oh, ow) = x.shape[2:], y.shape[2:]
-        linear = p["mode"] == "linear"
-        ry0, ry1, wy = _resize_axis(h, oh, p["scales"][0], p, linear)
-        rx0, rx1, wx = _resize_axis(w, ow, p["scales"][1], p, linear)
-        if not linear:
-            rows = scratch[0]
-
-            def nearest():
-                np.take(x, ry0, axis=2, out=rows, mode="clip")
-                np.take(rows, rx0, axis=3, out=y, mode="clip")
-            return nearest
-        top, bottom, right = scratch
-        wy1, wy0 = wy.reshape(-1, 1), (1 - wy).reshape(-1, 1)
-        wx1, wx0 = wx, 1 - wx
-
-        def bilinear():
-            np.take(x, ry0, axis=2, out=top, mode="clip")
-            np.take(x, ry1, axis=2, out=bottom, mode="clip")
-            np.multiply(top, wy0, out=top)
-            np.multiply(bottom, wy1, out=bottom)
-            np.add(top, bottom, out=top)
-            np.take(top, rx0, axis=3, out=y, mode="clip")
-            np.take(top, rx1, axis=3, out=right, mode="clip")
-            np.multiply(y, wx0, out=y)
-            np.multiply(right, wx1, out=right)
-            np.add(y, right, out=y)
-        return bilinear
-    if op == "Concat":
-        out = view(n.outputs[0])
-        axis = a["axis"] % out.ndim
-        copies, k = [], 0
-        for s in n.inputs:
-            size = shapes[s][axis]
-            if s not in a.get("aliased", ()):
-                index = (slice(None),) * axis + (slice(k, k + size),)
-                src = np.ascontiguousarray(graph.consts[s], np.float32) \
-                    if s in graph.consts else view(s)
-                copies.append((out[index], src))
-            k += size
-        if not copies:
-            return None
-
-        def concat():
-            for dst, src in copies:
-                np.copyto(dst, src)
-        return concat
-    raise UnsupportedOpError(op, n.name)
+from . import arena, ops
+from .graph import Graph, build_graph, fuse, infer_shapes, load_model
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -315,7 +87,7 @@ class _Plan:
             for t in nd.outputs:
                 if t in loc:
                     continue
-                for x in (nd.inputs if nd.op in _INPLACE else ()):
+                for x in (nd.inputs if ops.spec(nd.op, nd.name).inplace else ()):
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
                         continue
                     grp = groups[loc[x][0]]
@@ -328,7 +100,7 @@ class _Plan:
                 else:
                     new_group(t)
             ids = []
-            for shp in _scratch_shapes(nd, shapes, graph):
+            for shp in ops.spec(nd.op, nd.name).scratch_shapes(nd, shapes, graph):
                 groups.append(dict(size=int(np.prod(shp)), members=[], external=None, first=i,
                                    last=i, shape=shp))
                 ids.append(len(groups) - 1)
@@ -364,7 +136,7 @@ class _Plan:
         for nd, ids in zip(nodes, scratch_ids):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
-            step = _build_step(nd, graph, shapes, view, scratch)
+            step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups

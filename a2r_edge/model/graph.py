@@ -8,31 +8,15 @@ values known at load time (initializers, Constant nodes, folded expressions) liv
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 
 import numpy as np
 
-# ONNX op types the executor runs (default domain), plus the a2r AdaIN stage below.
-SUPPORTED = frozenset({
-    "Conv", "Relu", "LeakyRelu", "Sigmoid", "Mul", "Add", "Tanh", "Clip",
-    "InstanceNormalization", "DepthToSpace", "Resize", "Concat", "Constant", "Identity"})
-# The AdaIN stage as one node: inputs (x, style_mean, style_std), style_* of shape (C,) or
-# (N, C), constants or graph inputs; attribute ``epsilon`` (default 1e-5). y = ops.adain(...).
-ADAIN_DOMAIN, ADAIN_OP = "com.a2r_edge", "AdaIN"
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+from . import ops
+from .ops import ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, UnsupportedOpError
 
-
-class UnsupportedOpError(ValueError):
-    """A node whose op (or op variant) the native executor does not run."""
-
-    def __init__(self, op_type: str, node_name: str, detail: str = "", domain: str = ""):
-        self.op_type, self.node_name, self.domain = op_type, node_name, domain
-        what = f"{domain}::{op_type}" if domain not in _DEFAULT_DOMAINS else op_type
-        super().__init__(f"unsupported op {what} in node {node_name!r}"
-                         + (f": {detail}" if detail else "")
-                         + "; the native executor runs " + ", ".join(sorted(SUPPORTED))
-                         + f" and {ADAIN_DOMAIN}::{ADAIN_OP} (use onnxruntime for this model)")
+# ONNX op types the executor runs (default domain), besides the a2r AdaIN stage (ops/norm.py).
+SUPPORTED = ops.supported()
 
 
 class ModelLoadError(ValueError):
@@ -107,13 +91,13 @@ def build_graph(proto) -> Graph:
     """The IR of a checked ModelProto: every op checked, constants gathered, Identity removed."""
     import onnx
     from onnx import numpy_helper
-    opset = next((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
+    opset = next((o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS), 0)
     g = proto.graph
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     for n in g.node:   # every op checked before any other error, so the message names it
         if n.domain == ADAIN_DOMAIN and n.op_type == ADAIN_OP:
             continue
-        if n.domain not in _DEFAULT_DOMAINS or n.op_type not in SUPPORTED:
+        if n.domain not in DEFAULT_DOMAINS or n.op_type not in SUPPORTED:
             raise UnsupportedOpError(n.op_type, n.name, domain=n.domain)
     inits = set(consts)
     inputs = []
@@ -135,7 +119,7 @@ def build_graph(proto) -> Graph:
         ins = [rename.get(s, s) for s in n.input]
         op = "AdaIN" if n.domain == ADAIN_DOMAIN else n.op_type
         if op == "Constant":
-            consts[n.output[0]] = _constant_value(n, attrs, name)
+            consts[n.output[0]] = ops.spec(op).reference(Node(op, name, [], [], attrs), [])[0]
             continue
         if op == "Identity" and n.output[0] not in outputs:
             rename[n.output[0]] = ins[0]
@@ -144,17 +128,6 @@ def build_graph(proto) -> Graph:
     graph = Graph(nodes, consts, inputs, outputs, opset)
     _fold_constants(graph)
     return graph
-
-
-def _constant_value(n, attrs, name) -> np.ndarray:
-    from onnx import numpy_helper
-    if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
-                       ("value_int", np.int64), ("value_ints", np.int64)):
-        if key in attrs:
-            return np.asarray(attrs[key], dtype)
-    raise UnsupportedOpError("Constant", name, f"attribute {sorted(attrs)} not supported")
 
 
 def _fold_constants(graph: Graph) -> None:
@@ -177,132 +150,23 @@ def _fold_constants(graph: Graph) -> None:
 
 # --- static shapes ------------------------------------------------------------------------------
 
-def conv_pads(node: Node, x_shape, w_shape) -> tuple[int, int, int, int]:
-    """(top, left, bottom, right) padding of a Conv for this input shape (auto_pad resolved)."""
-    a = node.attrs
-    k = a.get("kernel_shape") or w_shape[2:]
-    s = a.get("strides") or [1, 1]
-    d = a.get("dilations") or [1, 1]
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("NOTSET", ""):
-        p = a.get("pads") or [0, 0, 0, 0]
-        return p[0], p[1], p[2], p[3]
-    if auto == "VALID":
-        return 0, 0, 0, 0
-    pads = []
-    for i in range(2):
-        size = x_shape[2 + i]
-        out = -(-size // s[i])
-        total = max(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size)
-        small = total // 2
-        pads.append((small, total - small) if auto == "SAME_UPPER" else (total - small, small))
-    return pads[0][0], pads[1][0], pads[0][1], pads[1][1]
-
-
-def resize_params(node: Node, consts, x_shape, opset) -> dict:
-    """Resize on H, W of an NCHW tensor: output size, scales and modes, checked."""
-    a, ins = node.attrs, node.inputs
-    mode = a.get("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise UnsupportedOpError("Resize", node.name, f"mode {mode!r} (nearest and linear only)")
-    if opset < 11:
-        coord, scales_name, sizes_name = "asymmetric", ins[1] if len(ins) > 1 else "", ""
-    else:
-        coord = a.get("coordinate_transformation_mode", "half_pixel")
-        scales_name = ins[2] if len(ins) > 2 else ""
-        sizes_name = ins[3] if len(ins) > 3 else ""
-    nearest = a.get("nearest_mode", "round_prefer_floor")
-    if coord not in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"):
-        raise UnsupportedOpError("Resize", node.name, f"coordinate_transformation_mode {coord!r}")
-    if mode == "nearest" and nearest not in ("round_prefer_floor", "round_prefer_ceil", "floor",
-                                             "ceil"):
-        raise UnsupportedOpError("Resize", node.name, f"nearest_mode {nearest!r}")
-    for key in ("axes", "antialias", "keep_aspect_ratio_policy"):
-        if key in a and a[key] not in (0, "stretch", [0, 1, 2, 3]):
-            raise UnsupportedOpError("Resize", node.name, f"attribute {key}={a[key]!r}")
-    if len(x_shape) != 4:
-        raise UnsupportedOpError("Resize", node.name, f"input rank {len(x_shape)} (NCHW only)")
-    for nm in (scales_name, sizes_name):
-        if nm and nm not in consts:
-            raise UnsupportedOpError("Resize", node.name, f"scales/sizes {nm!r} not constant")
-    scales = consts[scales_name].astype(np.float32) if scales_name else np.zeros(0, np.float32)
-    if scales.size:
-        if scales.shape != (4,):
-            raise UnsupportedOpError("Resize", node.name, f"scales of shape {scales.shape}")
-        out = [int(math.floor(x_shape[i] * float(scales[i]))) for i in range(4)]
-    elif sizes_name:
-        sizes = consts[sizes_name].astype(np.int64)
-        if sizes.shape != (4,):
-            raise UnsupportedOpError("Resize", node.name, f"sizes of shape {sizes.shape}")
-        out = [int(v) for v in sizes]
-        scales = np.array([out[i] / x_shape[i] for i in range(4)], np.float32)
-    else:
-        raise UnsupportedOpError("Resize", node.name, "neither scales nor sizes given")
-    if out[0] != x_shape[0] or out[1] != x_shape[1]:
-        raise UnsupportedOpError("Resize", node.name, "resizing N or C (H, W only)")
-    if min(out) < 1:
-        raise ValueError(f"Resize node {node.name!r}: output size {out} for input {x_shape}")
-    return dict(mode=mode, coord=coord, nearest=nearest, out_shape=tuple(out),
-                scales=(float(scales[2]), float(scales[3])))
-
-
 def infer_shapes(graph: Graph, input_shapes: dict[str, tuple]) -> dict[str, tuple]:
-    """Static shape of every tensor for these input shapes (own per-op rules)."""
+    """Static shape of every tensor for these input shapes (each op's ``out_shapes``)."""
     shapes = {k: tuple(v.shape) for k, v in graph.consts.items()}
     shapes.update(input_shapes)
     for n in graph.nodes:
         ins = [shapes[s] if s else None for s in n.inputs]
         try:
-            shapes[n.outputs[0]] = _out_shape(n, ins, graph)
+            outs = ops.spec(n.op, n.name).out_shapes(n, ins, graph)
         except UnsupportedOpError:
             raise
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             raise ValueError(f"{n.op} node {n.name!r}: cannot infer its output shape from inputs "
                              f"{ins}: {exc}") from exc
+        for name, shape in zip(n.outputs, outs):
+            if name:
+                shapes[name] = tuple(shape)
     return shapes
-
-
-def _out_shape(n: Node, ins, graph: Graph) -> tuple:
-    op, a = n.op, n.attrs
-    if op in ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Identity", "SiLU"):
-        return ins[0]
-    if op in ("Add", "Mul"):
-        return tuple(np.broadcast_shapes(ins[0], ins[1]))
-    if op in ("InstanceNormalization", "AdaIN"):
-        if len(ins[0]) != 4:
-            raise UnsupportedOpError(op, n.name, f"input rank {len(ins[0])} (NCHW only)")
-        return ins[0]
-    if op == "Conv":
-        x, w = ins[0], ins[1]
-        if len(x) != 4:
-            raise UnsupportedOpError("Conv", n.name, f"input rank {len(x)} (2-D conv only)")
-        if n.inputs[1] not in graph.consts:
-            raise UnsupportedOpError("Conv", n.name, "weights must be constant")
-        s = a.get("strides") or [1, 1]
-        d = a.get("dilations") or [1, 1]
-        t, l, b, r = conv_pads(n, x, w)
-        oh = (x[2] + t + b - d[0] * (w[2] - 1) - 1) // s[0] + 1
-        ow = (x[3] + l + r - d[1] * (w[3] - 1) - 1) // s[1] + 1
-        if x[1] != w[1] * a.get("group", 1) or oh < 1 or ow < 1:
-            raise ValueError(f"weights {w} with group {a.get('group', 1)} do not fit input {x}")
-        return (x[0], w[0], oh, ow)
-    if op == "DepthToSpace":
-        r = a["blocksize"]
-        if len(ins[0]) != 4 or ins[0][1] % (r * r):
-            raise ValueError(f"channels not a multiple of blocksize^2 = {r * r}")
-        nb, c, h, w = ins[0]
-        return (nb, c // (r * r), h * r, w * r)
-    if op == "Resize":
-        return resize_params(n, graph.consts, ins[0], graph.opset)["out_shape"]
-    if op == "Concat":
-        axis = a["axis"] % len(ins[0])
-        base = list(ins[0])
-        base[axis] = sum(s[axis] for s in ins)
-        for s in ins:
-            if len(s) != len(base) or any(s[i] != base[i] for i in range(len(s)) if i != axis):
-                raise ValueError(f"inputs {ins} differ off axis {axis}")
-        return tuple(base)
-    raise UnsupportedOpError(op, n.name)
 
 
 # --- fusion -------------------------------------------------------------------------------------

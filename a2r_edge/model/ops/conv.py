@@ -1,0 +1,96 @@
+"""Conv: 2-D convolution on the prepacked native kernel (``ops.Conv2d``).
+
+The executor builds Conv nodes after fusion: their attributes then carry the packed inputs
+``w``, ``b`` (bias with folded per-channel constants), ``activation``/``alpha`` and ``residual``
+(the name of a tensor added before the activation, also the node's input 1).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ops
+from ...backends import reference as ref
+from .base import OpSpec, UnsupportedOpError, register
+
+
+def conv_pads(node, x_shape, w_shape) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) padding of a Conv for this input shape (auto_pad resolved)."""
+    a = node.attrs
+    k = a.get("kernel_shape") or w_shape[2:]
+    s = a.get("strides") or [1, 1]
+    d = a.get("dilations") or [1, 1]
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        p = a.get("pads") or [0, 0, 0, 0]
+        return p[0], p[1], p[2], p[3]
+    if auto == "VALID":
+        return 0, 0, 0, 0
+    pads = []
+    for i in range(2):
+        size = x_shape[2 + i]
+        out = -(-size // s[i])
+        total = max(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size)
+        small = total // 2
+        pads.append((small, total - small) if auto == "SAME_UPPER" else (total - small, small))
+    return pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+
+
+def _out_shapes(n, ins, graph):
+    a = n.attrs
+    x, w = ins[0], ins[1]
+    if len(x) != 4:
+        raise UnsupportedOpError("Conv", n.name, f"input rank {len(x)} (2-D conv only)")
+    if n.inputs[1] not in graph.consts:
+        raise UnsupportedOpError("Conv", n.name, "weights must be constant")
+    s = a.get("strides") or [1, 1]
+    d = a.get("dilations") or [1, 1]
+    t, l, b, r = conv_pads(n, x, w)
+    oh = (x[2] + t + b - d[0] * (w[2] - 1) - 1) // s[0] + 1
+    ow = (x[3] + l + r - d[1] * (w[3] - 1) - 1) // s[1] + 1
+    if x[1] != w[1] * a.get("group", 1) or oh < 1 or ow < 1:
+        raise ValueError(f"weights {w} with group {a.get('group', 1)} do not fit input {x}")
+    return [(x[0], w[0], oh, ow)]
+
+
+def _scratch_shapes(n, shapes, graph):
+    x = shapes[n.inputs[0]]
+    t, l, b, r = conv_pads(n, x, n.attrs["w"].shape)
+    return [] if (t, l) == (b, r) else [(x[0], x[1], x[2] + t + b, x[3] + l + r)]
+
+
+def _build(n, graph, shapes, view, scratch):
+    a = n.attrs
+    y = view(n.outputs[0])
+    x = view(n.inputs[0])
+    res = view(n.inputs[1]) if len(n.inputs) > 1 else None
+    w = a["w"]
+    t, l, b, r = conv_pads(n, x.shape, w.shape)
+    conv = ops.Conv2d(w, a["b"], stride=tuple(a.get("strides") or (1, 1)),
+                      pad=(t, l) if (t, l) == (b, r) else (0, 0),
+                      dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
+                      activation=a["activation"], alpha=a.get("alpha", 0.01))
+    if (t, l) == (b, r):
+        return lambda: conv(x, residual=res, out=y)
+    padded = scratch[0]
+    inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
+
+    def padded_conv():
+        padded.fill(0)
+        np.copyto(inner, x)
+        conv(padded, residual=res, out=y)
+    return padded_conv
+
+
+def _reference(n, inputs):
+    """ONNX Conv (x, w, b) before fusion, float64 sums."""
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    a = n.attrs
+    t, l, bo, r = conv_pads(n, x.shape, w.shape)
+    xp = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)))
+    y = ref.conv2d(xp, w, b, stride=tuple(a.get("strides") or (1, 1)),
+                   dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1))
+    return [y.astype(x.dtype)]
+
+
+register(OpSpec("Conv", _out_shapes, _build, _reference, _scratch_shapes))
