@@ -11,7 +11,7 @@ wheel must run on any x86-64 (or aarch64) CPU and picks the best variant at impo
 OpenMP is used when a compile + link + run probe passes; otherwise every kernel runs serially.
 
 Optionally also the CUDA library ``a2r_edge/_a2r_cuda.so`` (cuda_ops/*.cu, loaded with ctypes by
-a2r_edge/backends/cuda.py), compiled by nvcc after the extension; A2R_WITH_CUDA=auto (default:
+a2r_edge/runtime/cuda.py), compiled by nvcc after the extension; A2R_WITH_CUDA=auto (default:
 when nvcc is on PATH or under CUDA_HOME; a failure only warns), 1 (required: fail without it) or
 0 (never). Fixed architectures (never the build machine's GPU): SASS for sm_75 sm_80 sm_86 sm_89
 sm_90 plus PTX compute_90, which newer GPUs JIT-compile.

@@ -1,6 +1,6 @@
 /* a2r_cuda.h - the whole C contract of the CUDA library (a2r_edge/_a2r_cuda.so).
  *
- * Every entry point is in cuda_ops/a2r_cuda_api.cu and is loaded by a2r_edge/backends/cuda.py with
+ * Every entry point is in cuda_ops/a2r_cuda_api.cu and is loaded by a2r_edge/runtime/cuda.py with
  * ctypes (argtypes/restype set once per symbol there; keep the two in step and bump
  * A2R_CUDA_ABI_VERSION on any change of a signature, a status code or a layout).
  *

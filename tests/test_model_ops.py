@@ -3,7 +3,7 @@ references, run node by node over the random executor graphs, agree with onnxrun
 import numpy as np
 import pytest
 
-from a2r_edge.backends.ort import OrtSession
+from a2r_edge.runtime.ort import OrtSession
 from a2r_edge.model import SUPPORTED, UnsupportedOpError, ops
 from a2r_edge.model.graph import Node, build_graph, load_model
 from onnx_graphs import random_graph, small_image_net
