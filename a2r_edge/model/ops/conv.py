@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops
-from ...backends import reference as ref
+from .. import reference as ref
 from .base import OpSpec, UnsupportedOpError, register
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from ... import _kernels, ops
-from ...backends import reference as ref
+from .. import reference as ref
 from .base import ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, register
 
 
