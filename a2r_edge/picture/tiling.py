@@ -1,9 +1,10 @@
-"""Tiled conversion without seams (DESIGN.md §8; the seams users of other upscalers report).
+"""Tiled conversion without seams (the seams users of other upscalers report).
 
-The reflect-padded picture is cut into a grid of *cores* (multiples of the model stride, so the
-encoder's down-sampling grid is the untiled one); each tile is its core grown by a *margin* of
-the model's receptive field (rounded up to the stride) on every side that has a neighbour, so
-adjacent tiles overlap by twice the receptive field. Two passes:
+The picture, padded as an untiled one (``forward.pad_to_stride``), is cut into a grid of *cores*
+(multiples of the model stride, so the encoder's down-sampling grid is the untiled one); each
+tile is its core grown by a *margin* of the model's receptive field (rounded up to the stride)
+on every side that has a neighbour, so adjacent tiles overlap by twice the receptive field.
+Two passes:
 
 1. AdaIN content statistics of the WHOLE picture: each tile's encoder features are reduced over
    its own core only (every feature counted once, none near an artificial tile edge) and the
@@ -12,8 +13,14 @@ adjacent tiles overlap by twice the receptive field. Two passes:
    and its output is blended with linear feathering over a band of half a margin centred on each
    core boundary. The two weights of a band sum to 1 and the band ends 3/4 of a margin (>= half
    the receptive field) from either tile's cut edge, so every blended pixel sees its whole
-   receptive field: tiled and
-   untiled results agree up to float rounding (tests/test_stream.py: <= 2/255).
+   receptive field.
+
+Tiled and untiled results then agree up to float rounding (tests/test_stream.py: <= 2/255) for
+networks whose every output pixel depends only on its receptive field. A network that holds
+statistics of its whole input (InstanceNormalization: the bundled a2r_lite has four in the
+encoder and four in the decoder) normalises each tile by the tile's own statistics, so tiled
+results differ everywhere, not only at seams (a2r_lite, a 517x389 photo, tile=256: 1.0 grey
+levels on average, up to 16; docs/architecture.md).
 
 Cost: the encoder stages run twice per tile (pass 1 keeps only statistics, not features, so the
 memory bound holds); memory: one tile's network plus the float32 output accumulator.
@@ -24,7 +31,8 @@ import math
 
 import numpy as np
 
-from .. import ops
+from .. import _settings, ops
+from .forward import Slot, finish_layout, pad_to_stride
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
 # covers the 3x3-conv up-scalers such files usually hold with room to spare.
@@ -86,40 +94,37 @@ def _core_moments(x: np.ndarray, core_y, core_x, fs: float):
     return f.shape[1], mean, ((f - mean[:, None]) ** 2).sum(axis=1)
 
 
-def convert_tiled(engine, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
-    """``engine.convert(img)`` (style statistics ``stats``) in tiles of at most ``tile`` x ``tile`` core pixels."""
-    from ..engine import _Slot, finish_layout
-    model = engine.model
+def convert_tiled(forward, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
+    """The picture ``img`` through ``forward`` (a ``Forward``; AdaIN target ``stats``, None: the
+    model's own) in tiles of at most ``tile`` x ``tile`` core pixels -> the converted picture, as
+    ``forward`` gives it untiled. Holds ``forward.lock`` throughout."""
+    model = forward.model
     s = model.stride
     margin = margin_for(model)
     band = margin / 2
     tile = max(tile, margin)  # cores at least a margin wide: two ramps of a core never meet
     h, w = img.shape[:2]
-    bgr = engine._bgr(img)
-    ph, pw = (-h) % s, (-w) % s
-    if ph or pw:
-        bgr = np.pad(bgr, ((0, ph), (0, pw), (0, 0)),
-                     mode="reflect" if min(h, w) > 1 else "edge")
+    bgr = pad_to_stride(img, s)  # the untiled path's padding, on the whole picture
     hp, wp = bgr.shape[:2]
     rows, cols = spans(hp, tile, margin, s), spans(wp, tile, margin, s)
     tiles = [(r, c) for r in rows for c in cols]
     adain = model.stage("adain")
-    slots: dict[tuple, _Slot] = {}
+    slots: dict[tuple, Slot] = {}
 
     def prepared(r, c):
         shape = (r[3] - r[2], c[3] - c[2])
         t = slots.get(shape)
         if t is None:
-            t = slots[shape] = _Slot(shape)
-        return engine._prep(bgr[r[2]:r[3], c[2]:c[3]], slot=t)
+            t = slots[shape] = Slot(shape)
+        return forward.prepare(bgr[r[2]:r[3], c[2]:c[3]], t)
 
-    with engine._lock:
+    with forward.lock:
         content = None
         if adain is not None and len(tiles) > 1:
             parts = []
             for r, c in tiles:
                 t = prepared(r, c)
-                x = engine._features(t.bufs["picture"])
+                x = forward.features(t.bufs["picture"])
                 fs = (r[3] - r[2]) / x.shape[2]
                 parts.append(_core_moments(x, (r[0] - r[2], r[1] - r[2]),
                                            (c[0] - c[2], c[1] - c[2]), fs))
@@ -127,7 +132,7 @@ def convert_tiled(engine, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
         acc = None
         for r, c in tiles:
             t = prepared(r, c)
-            engine._network(t, stats, content)
+            forward.network(t, stats, content)
             y = t.result
             scale = y.shape[2] / (r[3] - r[2])
             if acc is None:
@@ -141,3 +146,18 @@ def convert_tiled(engine, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
     out = ops.postprocess(acc, model.mean, model.std)
     oh, ow = round(h * acc.shape[2] / hp), round(w * acc.shape[3] / wp)
     return finish_layout(img, out[:oh, :ow])
+
+
+def tile_size(model, bytes_per_pixel, h: int, w: int, tile: int | None) -> int | None:
+    """The tile size a picture of h x w (padded) input pixels gets, None: in one piece. tile:
+    the caller's (tiles when the picture is larger); None: tiles only when the network would
+    need more than A2R_MEMORY_MB at ``bytes_per_pixel()`` bytes per pixel."""
+    if tile is not None:
+        return tile if max(h, w) > tile else None
+    budget = _settings.get("A2R_MEMORY_MB") << 20
+    bpp = bytes_per_pixel()
+    if bpp * h * w <= budget:
+        return None
+    side = int((budget / bpp) ** 0.5) - 2 * margin_for(model)
+    s = model.stride
+    return max(s * max(1, 64 // s), side // s * s)  # at least 64 px: margins stay a minority
