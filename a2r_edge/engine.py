@@ -86,8 +86,11 @@ class Engine:
         runners.keep_only({p.stage for plan in (self.plan, self.stream_plan)
                            for p in plan.placements if p.backend == "native"})
         adain = self.model.stage("adain")
-        self._forward = Forward(self.model, single,
-                                pkg.load_stats(adain.params["stats"]) if adain else None)
+        self._forward = Forward(
+            self.model, single, pkg.load_stats(adain.params["stats"]) if adain else None,
+            variant=lambda stage, graph: runners.variant(
+                stage, self.plan.backend_of(stage.name), graph,
+                self.plan.ort_threads or self.plan.threads))
         self._pool = SlotPool()
         if cache_mb is None:
             cache_mb = _settings.get("A2R_CACHE_MB")

@@ -142,8 +142,12 @@ class Forward:
     ``lock``: held around ``features`` and ``network`` by every caller (the native executors and
     their outputs are single-user); ``prepare`` and ``finish`` touch only the slot's buffers."""
 
-    def __init__(self, model, runners: dict, photo_stats):
+    def __init__(self, model, runners: dict, photo_stats, variant=None):
         self.model, self.runners, self.photo_stats = model, runners, photo_stats
+        # variant(stage, onnx.ModelProto) -> a runner of that graph on the stage's backend: tiled
+        # conversion runs graph variants with whole-picture statistics (tiling.py); None: not
+        # available, tiles run the stages' own graphs
+        self.variant = variant
         self.has_guide = model.stage("guided_filter") is not None
         self.lock = threading.RLock()
 
@@ -176,16 +180,17 @@ class Forward:
         # The native executor owns its output until its next run: consumed right away.
         return stages.onnx(stage, runners[stage.name], x, picture)
 
-    def network(self, slot: Slot, stats, content=None, runners=None) -> None:
-        """The model's stages on slot's picture -> slot.result (a slot buffer, so it survives
-        the executors' next run). stats: the AdaIN target (a reference photo's pair; None: the
-        model's own). content: None (each picture's own AdaIN content statistics), a fixed
-        (mean, std) pair (tiles), or a function of the picture's own pair (video).
-        runners: the ONNX stages' runners (default: the single-picture plan's)."""
+    def run_stages(self, slot: Slot, stats, content=None, runners=None, stop=None) -> np.ndarray:
+        """The model's stages before index ``stop`` (None: all) on slot's picture -> the tensor
+        they give (owned by the last runner or the slot: consume it before the next run).
+        stats: the AdaIN target (a reference photo's pair; None: the model's own). content:
+        None (each picture's own AdaIN content statistics), a fixed (mean, std) pair (tiles), or
+        a function of the picture's own pair (video). runners: the ONNX stages' runners
+        (default: the single-picture plan's)."""
         picture = slot.bufs["picture"]
         runners = runners or self.runners
         x = picture
-        for stage in self.model.stages:
+        for stage in self.model.stages[:stop]:
             if stage.kind == "onnx":
                 x = self._onnx(stage, x, picture, runners)
             elif stage.kind == "adain":
@@ -195,6 +200,12 @@ class Forward:
                 oh, ow = x.shape[2:]
                 x = stages.guided_filter(stage, x, slot.bufs["guide"],
                                          out=slot.buf("ychw", (1, 3, oh, ow)))
+        return x
+
+    def network(self, slot: Slot, stats, content=None, runners=None) -> None:
+        """All the model's stages (``run_stages``) on slot's picture -> slot.result (a slot
+        buffer, so it survives the executors' next run)."""
+        x = self.run_stages(slot, stats, content, runners)
         if x.ndim != 4 or x.shape[:2] != (1, 3):
             raise ValueError(f"model {self.model.name!r} returned shape {x.shape}; "
                              f"expected (1, 3, H, W) RGB")

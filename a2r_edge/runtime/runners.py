@@ -55,6 +55,17 @@ class StageRunners:
             run = self._ort[stage.name] = session.runner()
         return run
 
+    def variant(self, stage, backend: str, model, threads: int | None = None) -> Runner:
+        """A runner of ``model`` (an onnx.ModelProto made from ``stage``'s graph, e.g. by
+        model/whole_stats.py) on ``backend``: the native executor when it can run it, else
+        onnxruntime."""
+        if backend == "native":
+            try:
+                return NativeExecutor(model, self.arena).run
+            except UnsupportedOpError:
+                pass
+        return OrtSession(model.SerializeToString(), threads=threads).runner()
+
     def for_plan(self, plan) -> dict[str, Runner]:
         """{ONNX stage name: its runner on the backend ``plan`` places it on}."""
         return {s.name: self.get(s, plan.backend_of(s.name), plan.ort_threads or plan.threads)
