@@ -17,15 +17,15 @@ from .apps import convert
 def _info(args: argparse.Namespace) -> int:
     import a2r_edge
     from a2r_edge import _settings
-    from a2r_edge.runtime import cpu, system
+    from a2r_edge.runtime import cpu, system, threads
 
     rows = [
         ("a2r_edge", a2r_edge.__version__),
         ("python", f"{platform.python_version()} ({platform.machine()})"),
         ("cpu kernels", f"{cpu.isa()} (available: {', '.join(cpu.available_isas())})"),
         ("openmp", "on" if cpu.openmp_enabled() else "off (kernels run serially)"),
-        ("threads", f"{cpu.num_threads()} (physical cores {system.physical_cores()}, "
-                    f"cgroup quota {system.cgroup_cpu_quota() or 'none'})"),
+        ("threads", f"{cpu.num_threads()} (physical cores {threads.physical_cores()}, "
+                    f"cgroup quota {threads.cgroup_cpu_quota() or 'none'})"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

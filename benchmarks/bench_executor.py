@@ -1,4 +1,4 @@
-"""Native executor vs onnxruntime on the small image-to-image network (ANCHORS.md §7 shape):
+"""Native executor vs onnxruntime on the small image-to-image network (a small toon->photo shape):
 encoder 3->32->64 (stride 2), 4 residual blocks with InstanceNorm, PixelShuffle decoder."""
 import os
 import resource

@@ -1,4 +1,4 @@
-"""Interference between onnxruntime's thread pool and our OpenMP kernels (DESIGN.md §4).
+"""Interference between onnxruntime's thread pool and our OpenMP kernels (docs/architecture.md, threads).
 
 The model's stages alternate between the two pools: encode (onnxruntime) -> AdaIN (OpenMP) ->
 decode (onnxruntime) -> guided filter (OpenMP). A pool that spins after its work keeps cores

@@ -124,7 +124,7 @@ def random_graph(seed: int) -> tuple[onnx.ModelProto, int]:
 def small_image_net(seed=0, c1=32, c2=64, blocks=4, opset=OPSET) -> onnx.ModelProto:
     """Encoder 3->c1 (3x3), c1->c2 (3x3 stride 2), ``blocks`` residual blocks
     (conv-IN-relu-conv-IN + skip), PixelShuffle decoder (c2 -> 4*c1 -> DepthToSpace CRD 2 ->
-    3x3 to 3 channels), tanh; the shape of ANCHORS.md §7's toon->photo model."""
+    3x3 to 3 channels), tanh; the shape of a small toon->photo model."""
     rng = np.random.default_rng(seed)
     b = Builder(rng, 3)
 

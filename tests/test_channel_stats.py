@@ -13,7 +13,7 @@ from tolerances import REDUCTION
 SHAPES = [(1, 1, 1, 1), (2, 3, 1, 7), (1, 5, 13, 1), (3, 2, 1, 17), (1, 4, 127, 1),
           (2, 3, 3, 79), (1, 3, 512, 512), (1, 1, 1080, 1920)]
 
-# The contract (DESIGN.md §3): relative error <= 1e-4, no absolute slack.
+# The contract (tests/tolerances.py): relative error <= 1e-4, no absolute slack.
 RELATIVE = dict(rtol=REDUCTION["rtol"], atol=0)
 
 

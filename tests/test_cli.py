@@ -148,7 +148,7 @@ def test_bad_files_one_line_each_nothing_half_written(tmp_path, model):
 
 
 def test_bomb_refused_before_decoding():
-    from a2r_edge.apps.convert import declared_size
+    from a2r_edge.picture.io import declared_size
     assert declared_size(png_declaring(100000, 3)) == (100000, 3)
     ok, buf = cv2.imencode(".jpg", np.zeros((21, 34, 3), np.uint8))
     assert declared_size(buf.tobytes()) == (34, 21)

@@ -206,7 +206,7 @@ def test_read_task_bytes_failures_and_resume(tmp_path):
 
 
 def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, model):
-    from a2r_edge.apps import convert as cc
+    from a2r_edge.picture import io as picture_io
     from a2r_edge.apps import distributed
     from a2r_edge.engine import Engine
     folder, out = tmp_path / "in", tmp_path / "out"
@@ -221,7 +221,7 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
     files, entry = distributed.model_files(model)
     actor = distributed._Converter(files, entry, "auto", None, None, True)
     got = actor(dict(batch))
-    want = cc.finish(img, Engine(model).convert(img), out / "a.png", True)
+    want = picture_io.finish(img, Engine(model).convert(img), out / "a.png", True)
     assert got["data"][0] == want  # same bytes as the local path's
     assert "not a picture OpenCV can decode" in got["error"][1] and got["data"][1] == b""
     assert got["error"][2] == "failed.png: read before" and got["skip"][3]

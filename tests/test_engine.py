@@ -1,5 +1,5 @@
-"""Engine: the pipeline of DESIGN.md §1 on tiny random-weight packages, against an independent
-numpy + onnxruntime implementation of the package semantics."""
+"""Engine: one picture's path (docs/architecture.md) on tiny random-weight packages, against an
+independent numpy + onnxruntime implementation of the package semantics."""
 import json
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Native executor (a2r_edge.model) against onnxruntime on random graphs of the supported ops,
-the small image network of ANCHORS.md §7, errors, fusion and the zero-allocation steady state."""
+a small toon->photo image network, errors, fusion and the zero-allocation steady state."""
 import tracemalloc
 
 import numpy as np

@@ -40,7 +40,7 @@ class FakeGpu:
 
 
 def attach(eng, **fake_kw):
-    fake = FakeGpu(eng._runners["decode"], **fake_kw)
+    fake = FakeGpu(eng._forward.runners["decode"], **fake_kw)
     eng._attach_gpu("decode", fake)
     return fake
 
@@ -105,7 +105,7 @@ def test_strict_raises_instead_of_falling_back(package):
 
 def test_cpu_errors_are_not_swallowed(package):
     eng = Engine(str(package), cache_mb=0)
-    eng._runners["decode"] = lambda x: (_ for _ in ()).throw(MemoryError("cpu oom"))
+    eng._forward.runners["decode"] = lambda x: (_ for _ in ()).throw(MemoryError("cpu oom"))
     with pytest.raises(MemoryError, match="cpu oom"):
         eng.convert(picture((32, 32, 3)))
 

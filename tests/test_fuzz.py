@@ -1,9 +1,9 @@
-"""Bad input everywhere public: every op, Conv2d, the Engine and load_model get arrays of any
-rank (0-d to 5-d, zero-size, 1-pixel), every numpy dtype (numeric, bool, object, structured),
-any strides (negative, zero, Fortran), both byte orders and NaN/inf. Each call must either raise
-ValueError/TypeError (MemoryError with a message for a real size limit) or return what the
-numpy reference returns. A crash (segfault) kills the pytest process and so fails the run;
-hypothesis' deadline catches hangs. The number of cases tried is printed at the end."""
+"""Bad input everywhere public: every op, Conv2d, the Engine and load_model get arrays of any rank
+(0-d to 5-d, zero-size, 1-pixel), every numpy dtype (numeric, bool, object, structured), any
+strides (negative, zero, Fortran), both byte orders and NaN/inf. Each call must either raise
+ValueError/TypeError (MemoryError with a message for a real size limit) or return what the numpy
+reference returns. A crash (segfault) kills the pytest process and so fails the run; hypothesis'
+deadline catches hangs. The number of cases tried is printed after the file's tests."""
 import collections
 
 import numpy as np
@@ -232,10 +232,14 @@ def test_video_cli_arguments(engine, video_files, words):
     CASES[f"video cli: exit {code}"] += 1
 
 
-def test_zz_report_cases():
-    """Runs last in this file: prints how many cases were tried."""
-    total = sum(CASES.values())
-    print(f"\nfuzz cases tried: {total}")
-    for k, v in sorted(CASES.items()):
-        print(f"  {k}: {v}")
-    assert total > 0
+@pytest.fixture(scope="module", autouse=True)
+def report_cases(request):
+    """After the last test of this file that ran (any selection, any order): how many cases were
+    tried, on the terminal (not captured)."""
+    CASES.clear()
+    yield
+    lines = [f"fuzz cases tried: {sum(CASES.values())}"]
+    lines += [f"  {k}: {v}" for k, v in sorted(CASES.items())]
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        reporter.write_line(line) if reporter else print(line)

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 import a2r_edge
-from a2r_edge.runtime import system
+from a2r_edge.runtime import system, threads
 from a2r_edge.runtime.system import GpuInfo, HardwareProfile, detect_hardware
 
 CPUINFO = "".join(
@@ -87,7 +87,7 @@ def test_cgroup_v1_files(tmp_path):
     write(tmp_path / "cg" / "cpu" / "cpu.cfs_quota_us", "200000\n")
     write(tmp_path / "cg" / "cpu" / "cpu.cfs_period_us", "100000\n")
     write(tmp_path / "cg" / "memory" / "memory.limit_in_bytes", str(2**63 - 4096))
-    assert system.cgroup_cpu_quota(str(tmp_path / "cg")) == 2.0
+    assert threads.cgroup_cpu_quota(str(tmp_path / "cg")) == 2.0
     assert system.cgroup_memory_limit(str(tmp_path / "cg")) is None  # v1 "no limit"
 
 

@@ -88,6 +88,6 @@ def test_rss_flat_over_1000_frames(engine):
 
 def test_native_stages_share_one_arena(engine):
     engine.convert(next(frames(1)))
-    exs = list(engine._executors.values())
-    assert len(exs) == 2 and all(ex.memory is engine._arena for ex in exs)
-    assert engine._arena.nbytes == max(ex.arena_bytes() for ex in exs) > 0
+    exs = list(engine._stage_runners.executors.values())
+    assert len(exs) == 2 and all(ex.memory is engine._stage_runners.arena for ex in exs)
+    assert engine._stage_runners.arena.nbytes == max(ex.arena_bytes() for ex in exs) > 0

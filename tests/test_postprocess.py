@@ -1,4 +1,4 @@
-"""ops.postprocess: bit-exact against the numpy reference (DESIGN.md §3) and across every ISA
+"""ops.postprocess: bit-exact against the numpy reference (model/reference.py) and across every ISA
 level and thread count, special values and rounding ties included."""
 import numpy as np
 import pytest

@@ -9,7 +9,7 @@ import pytest
 
 import a2r_edge
 from a2r_edge import _kernels, _settings
-from a2r_edge.runtime import cpu, system
+from a2r_edge.runtime import cpu, system, threads
 
 OPS = ("preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
        "im2col", "conv2d", "conv2d_pack", "conv2d_packed_size", "conv2d_workspace_size",
@@ -79,7 +79,7 @@ def test_threads_setting_and_default():
                             A2R_NUM_THREADS="1")
     assert rc == 0 and out.strip() == "1"
     rc, out, _ = run_python("from a2r_edge.runtime import cpu; print(cpu.num_threads())")
-    expected = system.default_threads() if cpu.openmp_enabled() else 1
+    expected = threads.default_threads() if cpu.openmp_enabled() else 1
     assert rc == 0 and int(out) == expected
     with cpu.using_threads(2) as n:
         assert n == (2 if cpu.openmp_enabled() else 1)
@@ -119,15 +119,15 @@ def test_cli_usage_error_exits_2():
 
 def test_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert system.cgroup_cpu_quota(str(tmp_path)) == 1.5
+    assert threads.cgroup_cpu_quota(str(tmp_path)) == 1.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert system.cgroup_cpu_quota(str(tmp_path)) is None
+    assert threads.cgroup_cpu_quota(str(tmp_path)) is None
     v1 = tmp_path / "v1"
     (v1 / "cpu").mkdir(parents=True)
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert system.cgroup_cpu_quota(str(v1)) == 0.5
-    assert system.cgroup_cpu_quota(str(tmp_path / "missing")) is None
+    assert threads.cgroup_cpu_quota(str(v1)) == 0.5
+    assert threads.cgroup_cpu_quota(str(tmp_path / "missing")) is None
 
 
 def test_physical_cores_counts_smt_siblings_once(tmp_path):
@@ -136,6 +136,6 @@ def test_physical_cores_counts_smt_siblings_once(tmp_path):
     for i, cpu_id in enumerate(allowed):  # two logical CPUs per core
         lines += [f"processor\t: {cpu_id}", "physical id\t: 0", f"core id\t\t: {i // 2}", ""]
     (tmp_path / "cpuinfo").write_text("\n".join(lines))
-    assert system.physical_cores(str(tmp_path / "cpuinfo")) == (len(allowed) + 1) // 2
-    assert system.physical_cores(str(tmp_path / "missing")) == len(allowed)
-    assert system.default_threads() >= 1
+    assert threads.physical_cores(str(tmp_path / "cpuinfo")) == (len(allowed) + 1) // 2
+    assert threads.physical_cores(str(tmp_path / "missing")) == len(allowed)
+    assert threads.default_threads() >= 1

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from a2r_edge import Engine
@@ -306,3 +307,38 @@ def test_bench_bad_options_one_line_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "a2r_edge.bench", "--frobnicate"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_calibration_and_conversion_run_a_stage_through_the_same_runner(tmp_path, monkeypatch):
+    """The scheduler's costs are measured on the path conversion takes: calibration
+    (measure.StageChain) and the Engine both run every ONNX stage through the runner that
+    runners.StageRunners makes for its backend (onnxruntime: IOBinding, not a plain allocating
+    session.run per call)."""
+    from a2r_edge.runtime import measure, runners
+    from a2r_edge.runtime.ort import OrtSession
+
+    folder = make_package(tmp_path / "pkg")
+    package = load_package(folder)
+    calls, plain_runs = [], []
+    real_get, real_run = runners.StageRunners.get, OrtSession.run
+
+    def get(self, stage, backend, threads=None):
+        run = real_get(self, stage, backend, threads)
+        return lambda x: calls.append((stage.name, backend, run)) or run(x)
+
+    monkeypatch.setattr(runners.StageRunners, "get", get)
+    monkeypatch.setattr(OrtSession, "run", lambda self, feeds: plain_runs.append(1) or
+                        real_run(self, feeds))
+    chain = measure.StageChain(package.stages, 1)
+    chain.time_stages(64, rounds=3, budget_s=0.01)
+    onnx_stages = {s.name for s in package.stages if s.kind == "onnx"}
+    timed = {(name, backend) for name, backend, _ in calls}
+    assert timed == {(n, b) for n in onnx_stages for b in ("native", "onnxruntime")}
+    # onnxruntime ran plainly only once per stage and shape: the runner's output-shape probe
+    assert len(plain_runs) == len(onnx_stages)
+
+    for backend in ("native", "onnxruntime"):
+        calls.clear()
+        Engine(str(folder), backend=backend, cache_mb=0).convert(
+            np.zeros((64, 64, 3), np.uint8))
+        assert {(name, b) for name, b, _ in calls} == {(n, backend) for n in onnx_stages}

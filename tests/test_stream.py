@@ -120,7 +120,7 @@ def test_streams_run_the_throughput_plan(package, monkeypatch):
     assert eng.plan.backend_of("decode") == "native"
     assert eng.stream_plan.backend_of("decode") == "onnxruntime"
     calls = {"plan": 0, "stream_plan": 0}
-    for runners, name in ((eng._runners, "plan"), (eng._stream_runners, "stream_plan")):
+    for runners, name in ((eng._forward.runners, "plan"), (eng._stream_runners, "stream_plan")):
         def counted(x, run=runners["decode"], name=name):
             calls[name] += 1
             return run(x)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import convert as cc
+from ..picture import io as picture_io
 
 INSTALL_HINT = 'pip install "a2r_edge[ray]"'
 # Pictures per actor call: enough to fill the Engine's three-stage pipeline (convert_batch),
@@ -84,14 +84,14 @@ def _read(batch: dict, resume: bool, scale, sbs: bool) -> dict:
     for r in range(n):
         src, dst = Path(batch["src"][r]), Path(batch["dst"][r])
         try:
-            raw = cc.read_bytes(src)
-            if resume and dst.is_file() and cc.output_complete(
-                    dst, cc.decode_picture(raw, src).shape, scale, sbs):
+            raw = picture_io.read_bytes(src)
+            if resume and dst.is_file() and picture_io.output_complete(
+                    dst, picture_io.decode_picture(raw, src).shape, scale, sbs):
                 skip[r] = True
             else:
                 data[r] = raw.tobytes()
-        except cc.CONVERT_ERRORS as exc:
-            error[r] = cc.failure(src, exc)
+        except picture_io.CONVERT_ERRORS as exc:
+            error[r] = picture_io.failure(src, exc)
     return {"index": batch["index"], "src": batch["src"], "dst": batch["dst"],
             "data": np.array(data, dtype=object), "error": np.array(error, dtype=object),
             "skip": np.array(skip)}
@@ -114,7 +114,7 @@ class _Converter:
             (root / name).write_bytes(content)
         try:
             self.engine = Engine(str(root / entry), device=device, roi=roi)
-        except cc.CONVERT_ERRORS as exc:
+        except picture_io.CONVERT_ERRORS as exc:
             self.broken = f"no Engine on {socket.gethostname()}: {type(exc).__name__}: {exc}"
 
     def __call__(self, batch: dict) -> dict:
@@ -129,18 +129,18 @@ class _Converter:
                 error[r] = f"{src}: {self.broken}"
                 continue
             try:
-                imgs.append(cc.decode_picture(np.frombuffer(batch["data"][r], np.uint8), src))
+                imgs.append(picture_io.decode_picture(np.frombuffer(batch["data"][r], np.uint8), src))
                 rows.append(r)
-            except cc.CONVERT_ERRORS as exc:
-                error[r] = cc.failure(src, exc)
+            except picture_io.CONVERT_ERRORS as exc:
+                error[r] = picture_io.failure(src, exc)
         for r, img, out in zip(rows, imgs, self._convert(imgs)):
             dst = Path(batch["dst"][r])
             try:
                 if isinstance(out, BaseException):
                     raise out
-                data[r] = cc.finish(img, out, dst, self.sbs)
-            except cc.CONVERT_ERRORS as exc:
-                error[r] = cc.failure(Path(batch["src"][r]), exc)
+                data[r] = picture_io.finish(img, out, dst, self.sbs)
+            except picture_io.CONVERT_ERRORS as exc:
+                error[r] = picture_io.failure(Path(batch["src"][r]), exc)
         return {"index": batch["index"], "data": np.array(data, dtype=object),
                 "error": np.array(error, dtype=object), "skip": batch["skip"]}
 
@@ -152,13 +152,13 @@ class _Converter:
         try:
             return self.engine.convert_batch(imgs, style=self.style,
                                              style_colour=self.style_colour)
-        except cc.CONVERT_ERRORS:
+        except picture_io.CONVERT_ERRORS:
             outs = []
             for img in imgs:
                 try:
                     outs.append(self.engine.convert(img, style=self.style,
                                                     style_colour=self.style_colour))
-                except cc.CONVERT_ERRORS as exc:
+                except picture_io.CONVERT_ERRORS as exc:
                     outs.append(exc)
             return outs
 
@@ -178,7 +178,7 @@ def _this_node(ray) -> dict[str, float]:
 
 
 def convert_on_ray(args: argparse.Namespace, files: list[Path],
-                   targets: list[Path]) -> Iterator[cc.Result]:
+                   targets: list[Path]) -> Iterator[picture_io.Result]:
     """The Ray converter for convert.run: connects now (args.ray: "" starts or joins a local
     Ray as ray.init() does, else the cluster's address; a session already open in this process
     is used as it is), ships the model and style, and returns the results as they arrive, in
@@ -191,7 +191,7 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
     from ..model import package as pkg
     package = pkg.resolve(args.model)  # a missing model is a usage error, here
     model, entry = model_files(package)
-    style = cc.read_picture(Path(args.style)) if args.style else None
+    style = picture_io.read_picture(Path(args.style)) if args.style else None
     started = not ray.is_initialized()
     if started:
         check_reachable(args.ray)

@@ -29,7 +29,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ..picture import roi
-from .convert import check_style_options, read_picture, style_colour
+from ..picture.io import read_picture
+from .convert import check_style_options, style_colour
 
 FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB

@@ -1,4 +1,4 @@
-"""Model packages: a folder with ``manifest.json`` and the files it names (DESIGN.md §9).
+"""Model packages: a folder with ``manifest.json`` and the files it names (docs/architecture.md).
 
 ``load_package(path)`` reads and checks a package: the manifest's fields and stages, that every
 file stays inside the folder, and the sha256 of every file. ``wrap_onnx(path)`` turns a plain

@@ -2,7 +2,7 @@
 
 ``anime_face_detector()`` wraps the optional ``animeface`` package (``pip install
 "a2r_edge[face]"``): a detector is any function BGR uint8 (H, W, 3) -> box (x0, y0, x1, y1) or
-None. No detection means the whole picture is converted (DESIGN.md §1).
+None. No detection means the whole picture is converted.
 """
 from __future__ import annotations
 

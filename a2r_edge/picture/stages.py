@@ -1,6 +1,6 @@
-"""What each kind of model stage computes, written once (DESIGN.md §1, package format in
-model/package.py). The Engine runs these on its recycled buffers; the bench and the scheduler's
-calibration time them stage by stage on each backend."""
+"""What each kind of model stage computes, written once (package format in model/package.py,
+docs/architecture.md). The Engine runs these on its recycled buffers; the bench and the
+scheduler's calibration time them stage by stage on each backend."""
 from __future__ import annotations
 
 import numpy as np

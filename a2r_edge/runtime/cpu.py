@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .. import _settings
-from . import system
+from . import threads
 
 # OpenMP threads sleep between kernels: a spinning pool doubles the time of stages that
 # alternate with onnxruntime's pool. Sleeping at once, though, costs a futex wake-up per kernel
@@ -80,4 +80,4 @@ def using_threads(n: int) -> Iterator[int]:
 
 
 set_isa(_settings.get("A2R_MAX_ISA") or ISA_LEVELS[-1])
-set_num_threads(_settings.get("A2R_NUM_THREADS") or system.default_threads())
+set_num_threads(_settings.get("A2R_NUM_THREADS") or threads.default_threads())

@@ -140,32 +140,28 @@ def bench_model(tmp: str):
 class StageChain:
     """The model's stages, runnable one by one on every CPU backend that can run each, with the
     Engine's stage semantics (AdaIN to the package statistics; the guided filter guided by the
-    input's luma; ``add_input`` residual). For timing stages and whole placements.
+    input's luma; ``add_input`` residual) and the Engine's runners (``runners.StageRunners``:
+    the native executor, onnxruntime through IOBinding). For timing stages and placements.
 
     runners[(stage, backend)](x, picture) -> y; ``unsupported``: {stage: why native cannot}.
     """
 
     def __init__(self, stages, threads: int):
-        from ..model import NativeExecutor, UnsupportedOpError
         from ..model.package import load_stats
         from ..picture import stages as run_stage
-        from .ort import OrtSession
+        from .runners import StageRunners
 
         self.stages = tuple(stages)
-        self.runners, self.unsupported = {}, {}
+        self.runners = {}
+        onnx = StageRunners(self.stages)  # the runner objects conversion uses
+        self.unsupported = dict(onnx.unsupported)
         for s in self.stages:
             p = s.params
             if s.kind == "onnx":
-                try:
-                    ex = NativeExecutor(str(p["file"]))
-                    self.runners[(s.name, "native")] = (
-                        lambda x, picture, s=s, run=ex.run: run_stage.onnx(s, run, x, picture))
-                except UnsupportedOpError as exc:
-                    self.unsupported[s.name] = str(exc)
-                sess = OrtSession(str(p["file"]), threads=threads)
-                self.runners[(s.name, "onnxruntime")] = (
-                    lambda x, picture, s=s, sess=sess: run_stage.onnx(
-                        s, lambda v: sess.run({sess.input_names[0]: v})[0], x, picture))
+                for backend in onnx.backends_of(s.name):
+                    self.runners[(s.name, backend)] = (
+                        lambda x, picture, s=s, run=onnx.get(s, backend, threads):
+                        run_stage.onnx(s, run, x, picture))
             elif s.kind == "adain":
                 style = load_stats(p["stats"])
                 self.runners[(s.name, "native")] = (

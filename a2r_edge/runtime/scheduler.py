@@ -11,8 +11,9 @@ them, costs each placement with measured figures, and keeps the best:
 - figures (``Costs``): stage times per backend and size, each stage's output bytes, and the
   host<->device link (GB/s each way + a fixed latency per copy), from a profile
   (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
-  short calibration (the model's stages on each CPU backend at 256x256, under 5 s), cached
-  per machine and model in ``system.cache_dir()``.
+  short calibration (the model's stages on each CPU backend at CALIBRATION_SIZE, 512x512, through
+  the runners conversion uses, under 5 s), cached per machine and model in
+  ``system.cache_dir()``.
 - cost of a placement: latency = stage times + every copy between devices (the picture goes
   up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
   a stage's output moves when the next stage is elsewhere; the picture itself moves to a device
@@ -23,7 +24,8 @@ them, costs each placement with measured figures, and keeps the best:
   minimises frame time. Ties keep fewer device changes, then the native backend.
 - threads: pools that run at the same time never sum to more than the cores. Stages on one
   device run one after another, so OpenMP and onnxruntime may each use every core (their waits
-  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0, see runtime/cpu.py, runtime/ort.py);
+  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0: runtime/cpu.py,
+  runtime/ort.py);
   when a throughput plan overlaps a GPU with the CPU, one core is kept for the thread that
   drives the GPU.
 
@@ -290,7 +292,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
         except (OSError, ValueError):
             pass
     with cpu.using_threads(threads):
-        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 256x256 on small
+        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
         # models; a large model hits the budget and still stays well under 5 s in all.
         entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
     data = {"schema": "a2r_edge.calibration/1", "source": "calibration",

@@ -1,6 +1,6 @@
-"""What this machine offers: CPU cores within the limits the process runs under
-(``default_threads``), and the whole machine (``detect_hardware() -> HardwareProfile``: CPU,
-ISA levels, caches, memory, cgroup limits, GPUs, Jetson boards); where profiles are cached.
+"""What this machine offers (``detect_hardware() -> HardwareProfile``: CPU, the ISA levels this
+build's kernels run, caches, memory, cgroup limits, GPUs, Jetson boards, onnxruntime's providers,
+the CUDA library); where measured profiles are cached. The thread count alone is threads.py.
 
 Every probe degrades to a safe answer on an unusual machine (missing /proc, /sys, containers)
 instead of failing.
@@ -17,57 +17,9 @@ import re
 import shutil
 import subprocess
 
-
-def _allowed_cpus() -> set[int]:
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return set(range(os.cpu_count() or 1))
+from .threads import allowed_cpus as _affinity, cgroup_cpu_quota, physical_cores_of, threads_for
 
 
-def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
-    """CPUs granted by the cgroup quota (v2 cpu.max or v1 cfs files); None when unlimited."""
-    try:
-        with open(os.path.join(root, "cpu.max")) as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            return int(quota) / int(period)
-        return None
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(os.path.join(root, "cpu", "cpu.cfs_quota_us")) as f:
-            quota = int(f.read())
-        with open(os.path.join(root, "cpu", "cpu.cfs_period_us")) as f:
-            period = int(f.read())
-        return quota / period if quota > 0 and period > 0 else None
-    except (OSError, ValueError):
-        return None
-
-
-def physical_cores(cpuinfo: str = "/proc/cpuinfo") -> int:
-    """Physical cores among the CPUs this process may run on (SMT siblings counted once)."""
-    allowed = _allowed_cpus()
-    return _physical_cores_of(cpuinfo, allowed) or len(allowed) or 1
-
-
-def _threads_for(cores: int, quota: float | None) -> int:
-    """Cores capped by a cgroup CPU quota (rounded up: 1.5 CPUs still use 2 threads)."""
-    if quota is not None:
-        cores = min(cores, math.ceil(quota))
-    return max(1, cores)
-
-
-def default_threads() -> int:
-    """Physical cores within the affinity mask, capped by the cgroup quota."""
-    return _threads_for(physical_cores(), cgroup_cpu_quota())
-
-
-# --- the whole machine: detect_hardware() ----------------------------------------------------------
-
-
-# cgroup v1 reports "no memory limit" as a huge page-rounded number (2^63 - 4096 on x86_64):
-# anything above 2^60 bytes is no limit.
 _NO_LIMIT = 1 << 60
 _NVIDIA_SMI_TIMEOUT_S = 5  # a wedged driver must not hang detect_hardware()
 
@@ -223,29 +175,6 @@ def cgroup_memory_limit(root: str = "/sys/fs/cgroup") -> int | None:
     return None
 
 
-def _physical_cores_of(cpuinfo: str, allowed: set[int] | None) -> int | None:
-    cores, cpu, package, processors = set(), None, "0", 0
-    for line in (_read(cpuinfo) or "").splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        try:
-            if key == "processor":
-                cpu, package = int(value), "0"
-                processors += 1
-            elif key == "physical id":
-                package = value
-            elif key == "core id" and (allowed is None or cpu in allowed):
-                cores.add((package, value))
-        except ValueError:
-            return None
-    if cores:
-        return len(cores)
-    # no "core id" lines (many ARM kernels): count the processors, SMT unknown
-    if allowed is not None and processors:
-        return len(allowed)
-    return processors or None
-
-
 def _nvidia_smi(executable: str | None) -> list[GpuInfo]:
     """GPUs as nvidia-smi reports them; [] when it is missing, fails or times out."""
     if not executable:
@@ -313,11 +242,11 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
     """
     real = proc_root == "/proc"
     if allowed_cpus is None and real:
-        allowed_cpus = _allowed_cpus()
+        allowed_cpus = _affinity()
     cpuinfo = _read(os.path.join(proc_root, "cpuinfo"))
-    cores = _physical_cores_of(os.path.join(proc_root, "cpuinfo"), allowed_cpus)
+    cores = physical_cores_of(os.path.join(proc_root, "cpuinfo"), allowed_cpus)
     quota = cgroup_cpu_quota(cgroup_root)
-    threads = _threads_for(cores or (len(allowed_cpus) if allowed_cpus else 1), quota)
+    threads = threads_for(cores or (len(allowed_cpus) if allowed_cpus else 1), quota)
     total, available = _meminfo(proc_root)
     board = _read(os.path.join(proc_root, "device-tree", "model")) or None
     tegra = _read(os.path.join(etc_root, "nv_tegra_release"))

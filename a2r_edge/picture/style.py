@@ -1,0 +1,56 @@
+"""A reference photo (style=): its AdaIN statistics replace the model's own target, and the
+picture's colour mean and std move a share of the way to the photo's first (stages.py:
+``colour_transfer``; the network predicts a residual to its input, so the AdaIN statistics
+alone barely move the colours)."""
+from __future__ import annotations
+
+import numbers
+from typing import Callable
+
+import numpy as np
+
+from .. import ops
+from . import stages
+from .forward import to_bgr
+
+
+def check_strength(strength) -> float:
+    """style_colour: a number in [0, 1]; None: ``stages.STYLE_COLOUR`` (half-way)."""
+    strength = stages.STYLE_COLOUR if strength is None else strength
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) \
+            or not 0 <= strength <= 1:
+        raise ValueError(f"style_colour must be a number in [0, 1], got {strength!r}")
+    return float(strength)
+
+
+def feature_stats(forward, bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """AdaIN statistics (mean, std) per feature channel of a BGR picture: the features the
+    stages before the AdaIN stage make of it (``forward``: a ``Forward``)."""
+    model = forward.model
+    if model.stage("adain") is None:
+        raise ValueError(f"model {model.name!r} has no AdaIN stage: style= does not apply")
+    with forward.lock:
+        x = forward.features(ops.preprocess(bgr, model.mean, model.std))
+        return ops.channel_stats(x, model.stage("adain").params["eps"])
+
+
+def reference(forward, photo: np.ndarray | None, strength):
+    """(AdaIN statistics, (colour statistics, strength)) of a reference photo (an already
+    checked uint8 picture) and the share of the way the colours move to it (None: the default);
+    (None, None) without a photo."""
+    strength = check_strength(strength)
+    if photo is None:
+        return None, None
+    bgr = to_bgr(photo)
+    return feature_stats(forward, bgr), (stages.colour_stats(bgr), strength)
+
+
+def styled(img: np.ndarray, colour, own_stats: Callable | None = None) -> np.ndarray:
+    """The picture to convert: as given, or its colours moved towards a reference photo's
+    (colour: its colour statistics and the strength; own_stats: applied to the picture's own
+    colour statistics first, as in ``Engine.stream``)."""
+    if colour is None:
+        return img
+    ref, strength = colour
+    own = None if own_stats is None else own_stats(stages.colour_moments(img))
+    return stages.colour_transfer(img, ref, strength, own=own)

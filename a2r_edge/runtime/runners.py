@@ -1,0 +1,76 @@
+"""The runners of a model's ONNX stages: functions float32 NCHW -> float32 NCHW, one per stage and
+backend, made once. The same ``StageRunners`` objects serve conversion (the Engine runs the
+plan's runners) and calibration (``measure.StageChain`` times every backend's runner), so the
+scheduler plans with the costs of the path conversion takes.
+
+Backends: "native" (``model.NativeExecutor``: its output is owned by the executor until its next
+run) and "onnxruntime" (``OrtSession.runner``: IOBinding, input bound in place and the output
+written into a buffer kept per input shape, so it allocates nothing after the first run at a
+shape, like the native executor).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..model import NativeExecutor, UnsupportedOpError
+from ..model.arena import SharedArena
+from .ort import OrtSession
+
+Runner = Callable  # float32 NCHW -> float32 NCHW
+
+
+class StageRunners:
+    """The runners of ``stages``' ONNX stages. native: make the native executors (False: they are
+    never used, e.g. backend="onnxruntime"); a stage the native executor cannot run is listed in
+    ``unsupported`` {stage: why}. The native executors share one arena: stages run one after
+    another. onnxruntime sessions are made on first use, with the thread count of that use."""
+
+    def __init__(self, stages, *, native: bool = True):
+        self.stages = tuple(s for s in stages if s.kind == "onnx")
+        self.arena = SharedArena()
+        self.executors: dict[str, NativeExecutor] = {}
+        self.unsupported: dict[str, str] = {}
+        self._sessions: dict[str, OrtSession] = {}
+        self._ort: dict[str, Runner] = {}
+        for stage in self.stages if native else ():
+            try:
+                self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena)
+            except UnsupportedOpError as exc:
+                self.unsupported[stage.name] = str(exc)
+
+    def backends_of(self, stage: str) -> list[str]:
+        return (["native"] if stage in self.executors else []) + ["onnxruntime"]
+
+    def get(self, stage, backend: str, threads: int | None = None) -> Runner:
+        """The runner of ONNX ``stage`` (a Stage) on ``backend``; the onnxruntime one is made on
+        first use with ``threads`` intra-op threads."""
+        if backend == "native":
+            return self.executors[stage.name].run
+        if backend != "onnxruntime":
+            raise ValueError(f"no runner for backend {backend!r}")
+        run = self._ort.get(stage.name)
+        if run is None:
+            session = self._sessions[stage.name] = OrtSession(str(stage.params["file"]),
+                                                              threads=threads)
+            run = self._ort[stage.name] = session.runner()
+        return run
+
+    def variant(self, stage, backend: str, model, threads: int | None = None) -> Runner:
+        """A runner of ``model`` (an onnx.ModelProto made from ``stage``'s graph, e.g. by
+        model/whole_stats.py) on ``backend``: the native executor when it can run it, else
+        onnxruntime."""
+        if backend == "native":
+            try:
+                return NativeExecutor(model, self.arena).run
+            except UnsupportedOpError:
+                pass
+        return OrtSession(model.SerializeToString(), threads=threads).runner()
+
+    def for_plan(self, plan) -> dict[str, Runner]:
+        """{ONNX stage name: its runner on the backend ``plan`` places it on}."""
+        return {s.name: self.get(s, plan.backend_of(s.name), plan.ort_threads or plan.threads)
+                for s in self.stages}
+
+    def keep_only(self, names) -> None:
+        """Forget the native executors of stages not in ``names`` (no plan runs them there)."""
+        self.executors = {n: ex for n, ex in self.executors.items() if n in names}

@@ -1,0 +1,84 @@
+"""How many threads the CPU kernels may use: physical cores within the process's affinity mask,
+capped by the cgroup CPU quota (``default_threads``). Pure Python, no native code: the CPU
+kernels' loader (cpu.py) sizes its thread pool with it before the extension loads.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity mask)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs granted by the cgroup quota (v2 cpu.max or v1 cfs files); None when unlimited."""
+    try:
+        with open(os.path.join(root, "cpu.max")) as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(os.path.join(root, "cpu", "cpu.cfs_quota_us")) as f:
+            quota = int(f.read())
+        with open(os.path.join(root, "cpu", "cpu.cfs_period_us")) as f:
+            period = int(f.read())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def physical_cores(cpuinfo: str = "/proc/cpuinfo") -> int:
+    """Physical cores among the CPUs this process may run on (SMT siblings counted once)."""
+    allowed = allowed_cpus()
+    return physical_cores_of(cpuinfo, allowed) or len(allowed) or 1
+
+
+def threads_for(cores: int, quota: float | None) -> int:
+    """Cores capped by a cgroup CPU quota (rounded up: 1.5 CPUs still use 2 threads)."""
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
+
+
+def default_threads() -> int:
+    """Physical cores within the affinity mask, capped by the cgroup quota."""
+    return threads_for(physical_cores(), cgroup_cpu_quota())
+
+
+def physical_cores_of(cpuinfo: str, allowed: set[int] | None) -> int | None:
+    """Physical cores listed in the cpuinfo file at ``cpuinfo`` among the CPUs ``allowed`` (None:
+    all); None when the file cannot be read or parsed."""
+    try:
+        with open(cpuinfo, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    cores, cpu, package, processors = set(), None, "0", 0
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        try:
+            if key == "processor":
+                cpu, package = int(value), "0"
+                processors += 1
+            elif key == "physical id":
+                package = value
+            elif key == "core id" and (allowed is None or cpu in allowed):
+                cores.add((package, value))
+        except ValueError:
+            return None
+    if cores:
+        return len(cores)
+    # no "core id" lines (many ARM kernels): count the processors, SMT unknown
+    if allowed is not None and processors:
+        return len(allowed)
+    return processors or None
