@@ -53,7 +53,8 @@ def _array(x, name: str, dtype, ndims: tuple[int, ...], shape_doc: str) -> np.nd
     if x.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {x.shape}")
     _check_bytes(x.shape, dtype, name)  # the copy below may be of a huge zero-strided view
-    return np.ascontiguousarray(x, dtype=dtype)  # copies only if strided or byte-swapped
+    # copies only if strided or byte-swapped; the reshape keeps a 0-d shape (numpy makes it 1-d)
+    return np.ascontiguousarray(x, dtype=dtype).reshape(x.shape)
 
 
 def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bool = False):
