@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from .runtime import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
-from . import _kernels
+from . import _kernels, _settings
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
            "im2col", "conv2d", "Conv2d", "guided_filter"]
@@ -78,6 +78,22 @@ def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bo
             raise ValueError("out must not overlap an input" +
                              (" (except being the very same array)" if inplace_ok else ""))
     return out
+
+
+# Padded picture sides, kernel extents and strides of conv2d / im2col stay below 2^31, so the
+# kernels' int64 index arithmetic (sides + 2 * pads, products of two extents) cannot overflow.
+_MAX_EXTENT = 2**31 - 1
+
+
+def _check_extents(h: int, w: int, kernel, stride, pad, dilation) -> None:
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, pad, dilation
+    for what, v in (("padded height H + 2*pad", h + 2 * ph), ("padded width W + 2*pad", w + 2 * pw),
+                     ("kernel extent dilation*(kh-1)+1", dh * (kh - 1) + 1),
+                     ("kernel extent dilation*(kw-1)+1", dw * (kw - 1) + 1),
+                     ("stride", max(sh, sw))):
+        if v > _MAX_EXTENT:
+            raise ValueError(f"{what} = {v} exceeds {_MAX_EXTENT} (2^31 - 1): pad {pad}, "
+                             f"dilation {dilation}, kernel {kernel}, stride {stride}")
 
 
 def _real(v, name: str, *, minimum: float | None = None, strict: bool = False) -> float:
@@ -247,6 +263,7 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
     (kh, kw), (sh, sw) = _pair(kernel, "kernel", 1), _pair(stride, "stride", 1)
     (ph, pw), (dh, dw) = _pair(pad, "pad", 0), _pair(dilation, "dilation", 1)
     c, h, w = x.shape
+    _check_extents(h, w, (kh, kw), (sh, sw), (ph, pw), (dh, dw))
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     if oh < 1 or ow < 1:
@@ -311,6 +328,7 @@ class Conv2d:
             raise ValueError(f"x must have C = groups * w.shape[1] = {cg * self.groups} channels "
                              f"for w of shape {self.w.shape} and groups={self.groups}, got "
                              f"shape {tuple(x_shape)}")
+        _check_extents(h, wd, (kh, kw), self.stride, self.pad, self.dilation)
         oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
         ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         if oh < 1 or ow < 1:
@@ -336,6 +354,11 @@ class Conv2d:
             _kernels.conv2d_pack(shape, self.w.reshape(-1), packed)
             self._packed[level] = packed
         need = _kernels.conv2d_workspace_size(shape)
+        budget = _settings.get("A2R_MEMORY_MB") << 20
+        if need * 4 > budget:
+            raise MemoryError(f"conv2d scratch for x of shape {x.shape} with w of shape "
+                              f"{self.w.shape} needs {need * 4 / 2**20:.0f} MiB, more than "
+                              f"A2R_MEMORY_MB={budget >> 20}")
         workspace = getattr(_conv_scratch, "buf", None)
         if workspace is None or workspace.size < need:
             workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
