@@ -386,9 +386,17 @@ def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None,
     return conv(x, residual=residual, out=out)
 
 
+# Largest guided-filter radius (the CUDA library's bound too). Windows wider than the picture
+# are defined (reflected whole periods) and stay so up to here, where the (2r+1)^2 window counts
+# are exact in float64 and the float32 window sums of pictures' values stay far from overflow;
+# past it, 2r+1 approaches int64's range (2^62: SIGSEGV).
+GUIDED_FILTER_MAX_RADIUS = 2**24
+
+
 def guided_filter(guide, src, radius, eps, out=None, detail=0.0):
     """He et al. guided filter of float32 ``src`` (H, W) or (H, W, C) by ``guide`` (H, W) or
-    (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc").
+    (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc"), radius
+    0 .. ``GUIDED_FILTER_MAX_RADIUS`` (2^24; windows wider than the picture reflect it whole).
     ``out``: like src, not overlapping guide or src (rows are read after others are written).
     ``detail``: returns q + detail * (src - q), q the filtered picture (an edge-aware base plus
     the detail layer times ``detail``), blended in the filter's last pass; 0: q itself.
@@ -406,6 +414,8 @@ def guided_filter(guide, src, radius, eps, out=None, detail=0.0):
         raise ValueError(f"guide and src must have the same H, W; got {guide.shape} and "
                          f"{src.shape}")
     radius = _int(radius, "radius", 0)
+    if radius > GUIDED_FILTER_MAX_RADIUS:
+        raise ValueError(f"radius must be <= {GUIDED_FILTER_MAX_RADIUS} (2^24), got {radius}")
     eps = _real(eps, "eps", minimum=0.0, strict=True)
     detail = _real(detail, "detail")
     h, w = src.shape[:2]
