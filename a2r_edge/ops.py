@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from .runtime import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
-from . import _kernels
+from . import _kernels, _settings
 
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
            "im2col", "conv2d", "Conv2d", "guided_filter"]
@@ -53,7 +53,8 @@ def _array(x, name: str, dtype, ndims: tuple[int, ...], shape_doc: str) -> np.nd
     if x.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {x.shape}")
     _check_bytes(x.shape, dtype, name)  # the copy below may be of a huge zero-strided view
-    return np.ascontiguousarray(x, dtype=dtype)  # copies only if strided or byte-swapped
+    # copies only if strided or byte-swapped; the reshape keeps a 0-d shape (numpy makes it 1-d)
+    return np.ascontiguousarray(x, dtype=dtype).reshape(x.shape)
 
 
 def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bool = False):
@@ -77,6 +78,22 @@ def _out(out, shape: tuple[int, ...], dtype, *inputs: np.ndarray, inplace_ok: bo
             raise ValueError("out must not overlap an input" +
                              (" (except being the very same array)" if inplace_ok else ""))
     return out
+
+
+# Padded picture sides, kernel extents and strides of conv2d / im2col stay below 2^31, so the
+# kernels' int64 index arithmetic (sides + 2 * pads, products of two extents) cannot overflow.
+_MAX_EXTENT = 2**31 - 1
+
+
+def _check_extents(h: int, w: int, kernel, stride, pad, dilation) -> None:
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, pad, dilation
+    for what, v in (("padded height H + 2*pad", h + 2 * ph), ("padded width W + 2*pad", w + 2 * pw),
+                     ("kernel extent dilation*(kh-1)+1", dh * (kh - 1) + 1),
+                     ("kernel extent dilation*(kw-1)+1", dw * (kw - 1) + 1),
+                     ("stride", max(sh, sw))):
+        if v > _MAX_EXTENT:
+            raise ValueError(f"{what} = {v} exceeds {_MAX_EXTENT} (2^31 - 1): pad {pad}, "
+                             f"dilation {dilation}, kernel {kernel}, stride {stride}")
 
 
 def _real(v, name: str, *, minimum: float | None = None, strict: bool = False) -> float:
@@ -246,6 +263,7 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
     (kh, kw), (sh, sw) = _pair(kernel, "kernel", 1), _pair(stride, "stride", 1)
     (ph, pw), (dh, dw) = _pair(pad, "pad", 0), _pair(dilation, "dilation", 1)
     c, h, w = x.shape
+    _check_extents(h, w, (kh, kw), (sh, sw), (ph, pw), (dh, dw))
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     if oh < 1 or ow < 1:
@@ -310,6 +328,7 @@ class Conv2d:
             raise ValueError(f"x must have C = groups * w.shape[1] = {cg * self.groups} channels "
                              f"for w of shape {self.w.shape} and groups={self.groups}, got "
                              f"shape {tuple(x_shape)}")
+        _check_extents(h, wd, (kh, kw), self.stride, self.pad, self.dilation)
         oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
         ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         if oh < 1 or ow < 1:
@@ -335,6 +354,11 @@ class Conv2d:
             _kernels.conv2d_pack(shape, self.w.reshape(-1), packed)
             self._packed[level] = packed
         need = _kernels.conv2d_workspace_size(shape)
+        budget = _settings.get("A2R_MEMORY_MB") << 20
+        if need * 4 > budget:
+            raise MemoryError(f"conv2d scratch for x of shape {x.shape} with w of shape "
+                              f"{self.w.shape} needs {need * 4 / 2**20:.0f} MiB, more than "
+                              f"A2R_MEMORY_MB={budget >> 20}")
         workspace = getattr(_conv_scratch, "buf", None)
         if workspace is None or workspace.size < need:
             workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
@@ -362,9 +386,17 @@ def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None,
     return conv(x, residual=residual, out=out)
 
 
+# Largest guided-filter radius (the CUDA library's bound too). Windows wider than the picture
+# are defined (reflected whole periods) and stay so up to here, where the (2r+1)^2 window counts
+# are exact in float64 and the float32 window sums of pictures' values stay far from overflow;
+# past it, 2r+1 approaches int64's range (2^62: SIGSEGV).
+GUIDED_FILTER_MAX_RADIUS = 2**24
+
+
 def guided_filter(guide, src, radius, eps, out=None, detail=0.0):
     """He et al. guided filter of float32 ``src`` (H, W) or (H, W, C) by ``guide`` (H, W) or
-    (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc").
+    (H, W, 3); box means over (2*radius+1)^2 windows with reflect borders ("cba|abc"), radius
+    0 .. ``GUIDED_FILTER_MAX_RADIUS`` (2^24; windows wider than the picture reflect it whole).
     ``out``: like src, not overlapping guide or src (rows are read after others are written).
     ``detail``: returns q + detail * (src - q), q the filtered picture (an edge-aware base plus
     the detail layer times ``detail``), blended in the filter's last pass; 0: q itself.
@@ -382,6 +414,8 @@ def guided_filter(guide, src, radius, eps, out=None, detail=0.0):
         raise ValueError(f"guide and src must have the same H, W; got {guide.shape} and "
                          f"{src.shape}")
     radius = _int(radius, "radius", 0)
+    if radius > GUIDED_FILTER_MAX_RADIUS:
+        raise ValueError(f"radius must be <= {GUIDED_FILTER_MAX_RADIUS} (2^24), got {radius}")
     eps = _real(eps, "eps", minimum=0.0, strict=True)
     detail = _real(detail, "detail")
     h, w = src.shape[:2]

@@ -80,6 +80,25 @@ def test_nan_and_inf_stay_in_their_plane(native, rng):
     np.testing.assert_allclose(std[:, [0, 3]], want_std, **REDUCTION)
 
 
+@pytest.mark.parametrize("scale", [1e19, 1e38, 3.4e38])
+def test_values_near_float_max(native, rng, scale):
+    """Finite values whose deviations or squares overflow float32 (d*d beyond 3.4e38): the
+    blocks whose float lanes overflow are redone in float64, never NaN."""
+    x = (rng.random((2, 3, 37, 129)) * 2 - 1).astype(np.float64) * scale
+    x[0, 0] = np.abs(x[0, 0])                       # one plane of one sign: mean near max
+    x = x.astype(np.float32)
+    assert np.isfinite(x).all()
+    mean, std = ops.channel_stats(x)
+    assert np.isfinite(mean).all() and np.isfinite(std).all()
+    want_mean, want_std = ref.channel_stats(x)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6 * scale)
+    np.testing.assert_allclose(std, want_std, rtol=1e-5)
+    if scale <= 1e38:  # adain shares the moments; at 3.4e38 its x - mean itself overflows
+        y = ops.adain(x, np.zeros(3), np.ones(3))
+        np.testing.assert_allclose(y, ref.adain(x, np.zeros(3), np.ones(3)), rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_non_contiguous_and_byteswapped(rng):
     x = (rng.standard_normal((2, 6, 40, 30)) + 5).astype(np.float32)
     _check(x[:, ::2, 3:, ::3])

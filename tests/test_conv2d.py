@@ -351,6 +351,39 @@ def test_hypothesis(case, act, bias, with_residual, level, threads, seed):
 
 # --- bad inputs: the error names the argument --------------------------------------------------
 
+@pytest.mark.parametrize("p", [11, 23200, 2**20])
+def test_huge_pad_and_dilation(native, rng, p):
+    """pad = dilation = p >= 11 on a 3x3 kernel and a 9x11 picture: only the centre tap meets
+    the picture, so the
+    conv is the 1x1 conv by w[:, :, 1, 1]. Around 23200 the implicit path's strip would hold
+    the 2p halo rows (tens of GB; int32 tap offsets past 2^31, SIGSEGV): it takes the im2col
+    path, whose scratch does not grow with the dilation."""
+    x, wt, b = make(rng, 1, 8, 9, 11, 6, 3)
+    got = ops.conv2d(x, wt, b, pad=p, dilation=p)
+    want = ref.conv2d(x, np.ascontiguousarray(wt[:, :, 1:2, 1:2]), b)
+    np.testing.assert_allclose(got, want, **REDUCTION)
+
+
+@pytest.mark.parametrize("kw", [dict(pad=2**31, dilation=2**31), dict(pad=2**62, dilation=2**62),
+                                dict(pad=(0, 2**63), dilation=1), dict(stride=2**31)])
+def test_extents_past_int32_refused(kw):
+    x = np.ones((1, 2, 4, 4), np.float32)
+    with pytest.raises(ValueError, match="exceeds 2147483647"):
+        ops.conv2d(x, np.ones((2, 2, 3, 3), np.float32), **kw)
+    with pytest.raises(ValueError, match="exceeds 2147483647"):
+        ops.im2col(x[0], 3, **kw)
+
+
+def test_scratch_counts_against_the_memory_setting(rng, monkeypatch):
+    """The conv's scratch (its per-thread workspace) is refused past A2R_MEMORY_MB."""
+    x, wt, b = make(rng, 1, 64, 64, 64, 64, 3)
+    monkeypatch.setenv("A2R_MEMORY_MB", "1")
+    with pytest.raises(MemoryError, match="A2R_MEMORY_MB=1"):
+        ops.conv2d(x, wt, b, pad=1)
+    monkeypatch.setenv("A2R_MEMORY_MB", "64")
+    assert ops.conv2d(x, wt, b, pad=1).shape == (1, 64, 64, 64)
+
+
 def test_bad_inputs(rng):
     x, wt, b = make(rng, 1, 4, 8, 8, 6, 3)
     bad = [

@@ -98,6 +98,10 @@ def test_ops_never_crash_and_agree_with_the_reference(a):
     finite = f32 and np.isfinite(a).all()
     check("channel_stats", lambda: ops.channel_stats(a),
           (lambda: ref.channel_stats(native(a))) if finite else None, REDUCTION)
+    if finite:  # values near FLT_MAX: the float32 lane sums overflow, the result must not
+        huge = (native(a) * np.float32(3e37)).astype(np.float32)
+        check("channel_stats(x * 3e37)", lambda: ops.channel_stats(huge),
+              lambda: ref.channel_stats(huge), dict(rtol=1e-4, atol=3e37 * 1e-5))
     c = c_of(a)
     check("adain", lambda: ops.adain(a, np.zeros(c), np.ones(c)), None)
     check("silu", lambda: ops.silu(a), lambda: ref.silu(native(a)))
@@ -119,9 +123,15 @@ def test_ops_never_crash_and_agree_with_the_reference(a):
 @given(a=st.one_of(st.just(None), st.text(max_size=3), st.floats(), st.integers(),
                    st.lists(st.integers(0, 255), max_size=3)),
        r=st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.none(), st.text(max_size=2)),
-       eps=st.one_of(st.floats(allow_nan=True), st.integers(-1, 1), st.none()))
-def test_ops_scalar_arguments(a, r, eps):
+       eps=st.one_of(st.floats(allow_nan=True), st.integers(-1, 1), st.none()),
+       big=st.sampled_from([23200, 2**20, 2**24 + 1, 2**31, 2**62, 2**63, 2**64]))
+def test_ops_scalar_arguments(a, r, eps, big):
     x = np.ones((1, 4, 3, 3), np.float32)
+    # sizes that overflowed the kernels' arithmetic (SIGSEGV, double free, hangs)
+    check("guided_filter(huge radius)", lambda: ops.guided_filter(x[0, 0], x[0, 0], big, 0.01))
+    check("conv2d(huge pad and dilation)", lambda: ops.conv2d(x, x, pad=big, dilation=big),
+          lambda: ref.conv2d(x, np.ascontiguousarray(x[:, :, 1:2, 1:2])))
+    check("im2col(huge dilation)", lambda: ops.im2col(x[0], 3, pad=big, dilation=big))
     check("ops(non-array)", lambda: ops.silu(a))
     check("pixel_shuffle(r)", lambda: ops.pixel_shuffle(x, r))
     check("im2col(kernel)", lambda: ops.im2col(x[0], r))

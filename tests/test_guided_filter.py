@@ -208,6 +208,37 @@ def test_radius_many_periods(native, r):
     np.testing.assert_allclose(ops.guided_filter(g, s, r, 1e-2), want, **FILTER)
 
 
+@pytest.mark.parametrize("r", [2**24 + 1, 2**31, 2**62, 2**63, 2**64])
+def test_huge_radius_refused(r):
+    """Radii past GUIDED_FILTER_MAX_RADIUS are refused before the native call (2**62 crashed:
+    2r+1 overflowed int64)."""
+    g = np.ones((5, 7), np.float32)
+    with pytest.raises(ValueError, match="radius must be <= 16777216"):
+        ops.guided_filter(g, g, r, 1e-2)
+
+
+def test_radius_at_the_limit(native, rng):
+    """The largest radius: millions of reflected periods, every window within ~1e-6 of uniform
+    weights over the picture, so q is the global linear model a * I + b (gray guide)."""
+    g, s = _images(rng, 5, 7, 1, 2)
+    eps = 1e-2
+    got = ops.guided_filter(g, s, ops.GUIDED_FILTER_MAX_RADIUS, eps)
+    I, p = g.astype(np.float64)[..., None], s.astype(np.float64)
+    a = ((I * p).mean((0, 1)) - I.mean() * p.mean((0, 1))) / (I.var() + eps)
+    want = a * I + (p.mean((0, 1)) - a * I.mean())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_huge_radius_in_a_package_is_refused(tmp_path):
+    """Through a model package's guided_filter stage: a clear ValueError, not a crash."""
+    from a2r_edge import Engine
+    from model_packages import make_package
+    pkg = make_package(tmp_path / "pkg", enhance={"radius": 2**62, "eps": 1e-3, "detail": 1.5})
+    picture = np.full((24, 32, 3), 90, np.uint8)
+    with pytest.raises(ValueError, match="radius"):
+        Engine(str(pkg), cache_mb=0).convert(picture)
+
+
 def test_non_contiguous_and_byteswapped(rng):
     g, s = _images(rng, 40, 60, 3, 3)
     gv, sv = g[::2, ::3], s[::2, ::3]

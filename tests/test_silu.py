@@ -33,6 +33,18 @@ def test_in_place_and_out(native, rng):
     np.testing.assert_allclose(x, want, **ELEMENTWISE)
 
 
+def test_zero_dimensional(native):
+    """A 0-d array keeps its shape (numpy's ascontiguousarray makes it 1-d), with out= too."""
+    x = np.array(2.0, np.float32)
+    got = ops.silu(x)
+    assert got.shape == () and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref.silu(x), **ELEMENTWISE)
+    out = np.empty((), np.float32)
+    assert ops.silu(x, out=out) is out and out.shape == ()
+    assert ops.silu(x, out=x) is x
+    np.testing.assert_allclose(x, ref.silu(np.array(2.0, np.float32)), **ELEMENTWISE)
+
+
 def test_non_contiguous_and_byteswapped(rng):
     x = rng.standard_normal((20, 30)).astype(np.float32)
     np.testing.assert_allclose(ops.silu(x[::2, ::3]), ref.silu(x[::2, ::3]), **ELEMENTWISE)

@@ -101,7 +101,8 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
  * the caller divides by its own wall time. `sink` (1 float) keeps the results live. */
 double a2r_fma_peak(int64_t iters, float *sink);
 
-/* guided_filter (He et al.), box means over (2r+1)^2 windows, reflect borders "cba|abc" at any r.
+/* guided_filter (He et al.), box means over (2r+1)^2 windows, reflect borders "cba|abc" at any
+ * 0 <= r <= 2^24 (wider than the picture: whole reflected periods; larger r overflows).
  *   guide: h*w*gc floats, gc = 1 (gray) or 3 (colour, HWC); src: h*w*sc floats (HWC); out like src,
  *   not overlapping guide or src. detail: out = q + detail * (src - q), q the filter output
  *   (0: q itself; the detail layer's gain otherwise).

@@ -13,8 +13,9 @@
  * vectoriser kept them in registers in channel_stats but spilled the sum lanes to scalar stack
  * slots once inlined into adain (64x256x256 on 1 thread: 2.9 ms, where channel_stats plus a
  * separate apply took 1.45 ms), and SSE2 needed an SLP-only attribute. channel_stats of 32
- * planes of 128x128 (L2) on Zen 4, 1 thread: 19 Gfloat/s (AVX-512), 16 (AVX2). NaN or inf
- * anywhere in a plane gives a NaN result. */
+ * planes of 128x128 (L2) on Zen 4, 1 thread: 19 Gfloat/s (AVX-512), 16 (AVX2). A block whose
+ * float lane sums overflow (finite values near FLT_MAX) is redone in float64
+ * (a2r_block_moments_f64). NaN or inf anywhere in a plane gives a NaN result. */
 #ifndef A2R_MOMENTS_H
 #define A2R_MOMENTS_H
 
@@ -71,6 +72,18 @@ static inline float a2r_block_mean(const float *restrict x, int64_t n) {
     return (float)(t / (double)n);
 }
 
+/* Two-pass float64 moments of a block: the fallback where the float lanes overflow (finite
+ * values near FLT_MAX: d = x - pivot or d*d beyond 3.4e38). Non-finite input gives NaN. */
+static a2r_moments a2r_block_moments_f64(const float *x, int64_t n) {
+    double s = 0.0, q = 0.0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    const double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) q += ((double)x[i] - mean) * ((double)x[i] - mean);
+    a2r_moments r = {(double)n, mean, q};
+    if (!__builtin_isfinite(mean) || !__builtin_isfinite(q)) r.mean = r.m2 = __builtin_nan("");
+    return r;
+}
+
 /* Moments of one block, 1 <= n <= A2R_MOM_BLOCK, from sums of d = x - pivot in float lanes. */
 static inline a2r_moments a2r_block_moments(const float *restrict x, int64_t n, float pivot) {
     const int64_t nv = n - n % A2R_MOM_LANES;
@@ -86,6 +99,8 @@ static inline a2r_moments a2r_block_moments(const float *restrict x, int64_t n, 
     __builtin_memcpy(s, sv, sizeof s);
     __builtin_memcpy(q, qv, sizeof q);
     double sd = a2r_lanes_sum(s), qd = a2r_lanes_sum(q);
+    if (!__builtin_isfinite(sd) || !__builtin_isfinite(qd)) /* overflow, or NaN/inf input */
+        return a2r_block_moments_f64(x, n);
     for (int64_t i = nv; i < n; i++) {
         const double d = (double)x[i] - pivot;
         sd += d;

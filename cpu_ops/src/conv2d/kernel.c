@@ -52,6 +52,11 @@ extern int a2r_conv2d_algo;
 /* ... but a tile covers at least this many output rows (measured best of 1, 2, 4): the strip
  * also holds (kh-1)*dil_h halo rows, copied once per tile, so thinner tiles multiply the copy. */
 #define MIN_STRIP_OUT_ROWS 4
+/* ... and the implicit path is taken only while one thread's strip stays below 2^26 floats
+ * (256 MiB): beyond it (kernels dilated or padded by tens of thousands of pixels, whose halo
+ * rows the strip would hold) the im2col path needs K*nt floats whatever the dilation. The bound
+ * also keeps the int32 tap offsets into the strip far from overflow. */
+#define MAX_STRIP_FLOATS ((int64_t)1 << 26)
 
 typedef struct {
     int64_t oh, ow, p, cg, og, k, mr, og_pad, nt, slot;
@@ -100,11 +105,14 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
                  every_phase_read(s->kw, s->dil_w, s->stride_w);
     g.phases = s->stride_h * s->stride_w;
     g.wq = g.ow + (s->kw - 1) * s->dil_w / s->stride_w; /* = w + 2*pad_w at stride 1 */
+    const int64_t min_panels = A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wq + NR - 1) / NR);
+    if (g.implicit && (double)g.cg * (double)g.phases * (double)g.wq *
+                              (double)strip_rows(s, g.wq, min_panels * NR) > MAX_STRIP_FLOATS)
+        g.implicit = 0;
     if (g.implicit) {
         /* Output computed at every strip column: q = oy*wq + ox, ox < ow kept. Tile: as many
          * panels as keep the zero-padded strip within STRIP_BYTES. */
         g.q = g.oh * g.wq;
-        const int64_t min_panels = A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wq + NR - 1) / NR);
         int64_t panels = MAX_STRIP_PANELS;
         while (panels > min_panels && (int64_t)sizeof(float) * g.cg * g.phases * g.wq *
                                               strip_rows(s, g.wq, panels * NR) > STRIP_BYTES)
