@@ -12,10 +12,16 @@ size their workspaces on that run). Not thread-safe: one executor runs one pictu
 """
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import numpy as np
 
 from . import arena, ops
-from .graph import Graph, build_graph, fuse, infer_shapes, load_model
+from .graph import Graph, build_graph, fuse, load_model
+from .ops import UnsupportedOpError
+from .partition import REGION_OP, partition
+from .specialise import fold, specialise
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -24,9 +30,13 @@ class _Plan:
     """Everything one input shape needs: fused nodes, buffer offsets, arena, bound closures."""
 
     def __init__(self, graph: Graph, input_shapes: dict[str, tuple], memory: arena.SharedArena,
-                 user):
+                 user, strict: bool = False, foreign: dict | None = None):
         self.input_shapes = input_shapes
-        shapes = infer_shapes(graph, input_shapes)
+        # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
+        self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
+        shapes = sp.shapes
+        spliced, self.regions = partition(sp)
+        graph = dataclasses.replace(sp.graph, nodes=spliced)
         nodes, self.fusions = fuse(graph, shapes)
         for nd in nodes:   # a fused node keeps the input-independent parts of its attributes
             nd.attrs.pop("aliased", None)
@@ -147,6 +157,7 @@ class _Plan:
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
                  f"{self.inplace} in place, {self.aliased} written into concat slices",
                  "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items())]
+        lines += placement_lines(self.specialised, self.regions)
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
@@ -166,6 +177,22 @@ class _Plan:
         return "\n".join(lines)
 
 
+def placement_lines(sp, regions: dict) -> list[str]:
+    """Where the source nodes run for this size: counts, then each onnxruntime region with its
+    nodes and the reason each could not run natively."""
+    count: dict[str, int] = {}
+    for pl in sp.placements:
+        count[pl.where] = count.get(pl.where, 0) + 1
+    lines = [f"placement: {count.get('native', 0)} nodes native, "
+             f"{count.get('onnxruntime', 0)} on onnxruntime in {len(regions)} regions, "
+             f"{count.get('folded', 0)} folded at plan time (constants for this input size)"]
+    why = {pl.node: (pl.op, pl.why) for pl in sp.placements}
+    for name, members in regions.items():
+        lines.append(f"  {name}: " + "; ".join(
+            f"{why[m][0]} {m!r} ({why[m][1]})" for m in members))
+    return lines
+
+
 class NativeExecutor:
     """Run an ONNX model of the supported op set (graph.SUPPORTED + the AdaIN stage) natively.
 
@@ -175,8 +202,13 @@ class NativeExecutor:
     the same time as this one (default: its own).
     """
 
-    def __init__(self, model, memory: arena.SharedArena | None = None):
-        self.graph = build_graph(load_model(model))
+    def __init__(self, model, memory: arena.SharedArena | None = None, *,
+                 strict: bool = False):
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        self.strict = strict
+        self.graph = fold(build_graph(load_model(model), strict=strict))
+        self._warned = False
         self.memory = arena.SharedArena() if memory is None else memory
         self.input_names = [name for name, _ in self.graph.inputs]
         self.output_names = list(self.graph.outputs)
@@ -196,9 +228,31 @@ class NativeExecutor:
                                               for d, v in zip(dims, s)):
                     raise ValueError(f"input {name!r} must have shape {dims} (None: any), "
                                      f"got {s}")
-            p = self._plans[key] = _Plan(self.graph, dict(shapes), self.memory, self)
+            p = self._plans[key] = self._new_plan(dict(shapes))
         self._last, self._last_shapes = p, dict(shapes)
         self._last_floats = (p.arena_floats, sum(o.size for o in p.outputs.values()))
+        return p
+
+    def _new_plan(self, shapes: dict) -> _Plan:
+        """A plan; a node whose native step refuses this size (UnsupportedOpError from its
+        builder) is planned again on onnxruntime, unless strict."""
+        foreign: dict[str, str] = {}
+        while True:
+            try:
+                p = _Plan(self.graph, shapes, self.memory, self, self.strict, foreign)
+                break
+            except UnsupportedOpError as exc:
+                if self.strict or exc.node_name in foreign or not any(
+                        n.name == exc.node_name for n in self.graph.nodes):
+                    raise
+                foreign[exc.node_name] = str(exc).split("; the native executor runs")[0]
+        moved = p.specialised.foreign()
+        if moved and not self._warned:
+            self._warned = True
+            kinds = sorted({f.op for f in moved})
+            warnings.warn(f"{len(moved)} of {len(self.graph.nodes)} nodes run on onnxruntime "
+                          f"inside the native plan ({', '.join(kinds)}); describe() says why, "
+                          f"strict=True refuses instead", RuntimeWarning, stacklevel=4)
         return p
 
     def drop_plans(self) -> None:
