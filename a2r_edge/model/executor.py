@@ -21,7 +21,7 @@ from . import arena, ops
 from .graph import Graph, build_graph, fuse, load_model
 from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
-from .specialise import fold, specialise
+from .specialise import fold, memory_limit_elements, specialise
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -44,13 +44,15 @@ class _Plan:
         produced = {t: i for i, nd in enumerate(nodes) for t in nd.outputs}
         last = {t: i for i, nd in enumerate(nodes) for t in nd.inputs if t}
         size = lambda t: int(np.prod(shapes[t], dtype=np.int64))  # noqa: E731
+        tensor_last = lambda t: max(last.get(t, -1), produced.get(t, -1))  # noqa: E731
 
         groups: list[dict] = []   # size, members [(tensor)], external array or None
         loc: dict[str, tuple[int, int]] = {}
 
         def new_group(t, external=None, first=None):
             groups.append(dict(size=size(t), members=[t], external=external,
-                               first=produced.get(t, -1) if first is None else first))
+                               first=produced.get(t, -1) if first is None else first,
+                               last_use=tensor_last(t)))   # max over members: no rescans
             loc[t] = (len(groups) - 1, 0)
 
         for name in input_shapes:
@@ -85,12 +87,12 @@ class _Plan:
                         and nd.inputs.count(t) == 1:
                     loc[t] = (g, base + k * inner)
                     groups[g]["members"].append(t)
+                    groups[g]["last_use"] = max(groups[g]["last_use"], tensor_last(t))
                     aliased.add(t)
                 k += shapes[t][axis]
             nd.attrs["aliased"] = aliased
             self.aliased += len(aliased)
         # Other tensors: in place over a dying input of the same shape, else a buffer of their own
-        tensor_last = lambda t: max(last.get(t, -1), produced.get(t, -1))  # noqa: E731
         self.inplace = 0
         scratch_ids: list[list[int]] = []
         for i, nd in enumerate(nodes):
@@ -101,10 +103,10 @@ class _Plan:
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
                         continue
                     grp = groups[loc[x][0]]
-                    if grp["external"] is None and all(
-                            tensor_last(m) <= i for m in grp["members"]):
+                    if grp["external"] is None and grp["last_use"] <= i:
                         loc[t] = loc[x]
                         grp["members"].append(t)
+                        grp["last_use"] = max(grp["last_use"], tensor_last(t))
                         self.inplace += 1
                         break
                 else:
@@ -126,6 +128,10 @@ class _Plan:
             buffers.append((grp["size"], first, lst))
             arena_groups.append(gi)
         offsets, total = arena.plan(buffers)
+        if total > memory_limit_elements():
+            raise ValueError(f"the plan for inputs {input_shapes} needs a {total * 4 >> 20} MiB "
+                             f"arena, more than A2R_MEMORY_MB={memory_limit_elements() >> 18}: "
+                             f"convert in tiles or raise A2R_MEMORY_MB")
         self.arena = memory.take(max(total, 1), user)
         self.arena_floats = total
         self.naive_floats = sum(b[0] for b in buffers)

@@ -92,8 +92,9 @@ def _decode(v):
 
 def build_graph(proto, strict: bool = False) -> Graph:
     """The IR of a checked ModelProto: constants gathered, Identity and inference Dropout
-    removed (``specialise.fold`` folds what the constants determine). strict: every op must have a native kernel (UnsupportedOpError naming the
-    first that has none); otherwise such nodes are run by onnxruntime (``partition.py``)."""
+    removed (``specialise.fold`` folds what the constants determine). strict: every op must
+    have a native kernel (UnsupportedOpError naming the first that has none); otherwise such
+    nodes are run by onnxruntime (``partition.py``)."""
     import onnx
     from onnx import numpy_helper
     opset = next((o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS), 0)
@@ -187,9 +188,23 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                  conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0)
     pos = {id(n): i for i, n in enumerate(nodes)}
     dead: set[int] = set()
+    # live readers of each tensor, kept up to date by every rewrite below (linear fusion: no
+    # rescans of the node list)
+    cons = consumers_of(nodes)
+    producer = {t: n for n in nodes for t in n.outputs if t}
+
+    def unlink(n):
+        for t in set(n.inputs):
+            if t:
+                cons[t] = [m for m in cons.get(t, []) if m is not n]
+
+    def link(n):
+        for t in set(n.inputs):
+            if t:
+                cons.setdefault(t, []).append(n)
 
     def sole_consumer(t):
-        c = [m for m in consumers_of([m for m in nodes if id(m) not in dead]).get(t, [])]
+        c = cons.get(t, [])
         return c[0] if len(c) == 1 and t not in outs and c[0].inputs.count(t) == 1 else None
 
     # x * Sigmoid(x) -> SiLU(x)
@@ -197,12 +212,14 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
         if n.op != "Mul" or id(n) in dead:
             continue
         for k in (0, 1):
-            s = next((m for m in nodes if id(m) not in dead and m.op == "Sigmoid"
-                      and m.outputs[0] == n.inputs[k]), None)
-            if s is not None and n.inputs[1 - k] == s.inputs[0] and sole_consumer(
-                    s.outputs[0]) is n:
+            s = producer.get(n.inputs[k])
+            if s is not None and id(s) not in dead and s.op == "Sigmoid" \
+                    and n.inputs[1 - k] == s.inputs[0] and sole_consumer(s.outputs[0]) is n:
                 dead.add(id(s))
+                unlink(s)
+                unlink(n)
                 n.op, n.inputs, n.attrs = "SiLU", [s.inputs[0]], {}
+                link(n)
                 count["silu"] += 1
                 break
     for d in nodes:
@@ -211,7 +228,12 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             continue
         pre = f"{d.outputs[0]}:{a.op}"  # new tensor: the activation, before the shuffle
         shapes[pre] = shapes[d.inputs[0]]
+        unlink(a)
+        unlink(d)
         a.inputs, a.outputs, d.inputs, d.outputs = [d.inputs[0]], [pre], [pre], a.outputs
+        link(a)
+        link(d)
+        producer.update([(pre, a)] + [(t, d) for t in d.outputs])
         pos[id(a)], pos[id(d)] = pos[id(d)], pos[id(a)]
         count["activation_before_shuffle"] += 1
     for n in nodes:
@@ -262,15 +284,21 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                     and other and other not in consts and other != out \
                     and shapes[other] == shapes[out]:
                 n.attrs["residual"] = other
+                unlink(n)
                 n.inputs = n.inputs[:1] + [other]
+                link(n)
                 count["conv_residual"] += 1
                 done = True
             if not done:
                 break
             dead.add(id(m))
+            unlink(m)
             n.outputs = list(m.outputs)
+            producer.update((t, n) for t in n.outputs)
             pos[id(n)] = pos[id(m)]
         if n.op == "Conv":
+            unlink(n)
             n.inputs = [n.inputs[0]] + ([n.attrs["residual"]] if n.attrs["residual"] else [])
+            link(n)
     fused = sorted((n for n in nodes if id(n) not in dead), key=lambda n: pos[id(n)])
     return fused, count
