@@ -208,7 +208,9 @@ class Engine:
     a feathered edge; no box, the whole picture.
     strict: a failing GPU stage raises instead of falling back (out of memory -> smaller tiles
     -> the CPU, each step logged on the "a2r_edge" logger). The fallback chain is in place for
-    the GPU runner to come (``_attach_gpu``); today only tests attach one.
+    the GPU runner to come (``_attach_gpu``); today only tests attach one. It also makes a
+    native ONNX stage with a node the native executor cannot run raise UnsupportedOpError
+    instead of running that node (or the stage) on onnxruntime.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
     finishing pictures overlap.
     Plans: ``plan`` (the lowest latency) runs single pictures, ``stream_plan`` (the most frames
@@ -235,9 +237,11 @@ class Engine:
             if stage.kind == "onnx" and backend != "onnxruntime":
                 from .model import NativeExecutor, UnsupportedOpError
                 try:
-                    self._executors[stage.name] = NativeExecutor(str(stage.params["file"]),
-                                                                 self._arena)
+                    self._executors[stage.name] = NativeExecutor(
+                        str(stage.params["file"]), self._arena, strict=strict)
                 except UnsupportedOpError as exc:
+                    if strict:
+                        raise
                     unsupported[stage.name] = str(exc)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, unsupported)

@@ -110,3 +110,25 @@ def test_partition_runs_the_rest_natively_warns_once_and_strict_refuses():
     assert "no native kernel for Hardmax" in text
     with pytest.raises(UnsupportedOpError, match="Hardmax"):
         NativeExecutor(m, strict=True)
+
+
+def test_cli_strict_refuses_and_default_runs_the_partitioned_model(tmp_path):
+    import subprocess
+    import sys
+
+    import cv2
+    import onnx
+    path = tmp_path / "hardmax.onnx"
+    onnx.save(hardmax_model(), str(path))
+    cv2.imwrite(str(tmp_path / "in.png"), np.full((20, 24, 3), 100, np.uint8))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = [sys.executable, "-m", "a2r_edge", "convert", "--model", str(path), "-q",
+            str(tmp_path / "in.png")]
+    strict = subprocess.run(base + ["-o", str(tmp_path / "a.png"), "--strict"], cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 2 and "Hardmax" in strict.stderr, strict.stderr
+    assert "Traceback" not in strict.stderr and not (tmp_path / "a.png").exists()
+    ok = subprocess.run(base + ["-o", str(tmp_path / "b.png")], cwd=root,
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert cv2.imread(str(tmp_path / "b.png")).shape == (20, 24, 3)

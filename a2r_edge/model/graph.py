@@ -75,7 +75,7 @@ def load_model(model):
         onnx.checker.check_model(proto)
     except Exception as exc:
         raise ModelLoadError(f"{what} failed onnx.checker (empty, truncated or corrupt?): "
-                             f"{exc}") from exc
+                             f"{' '.join(str(exc).split())}") from exc
     if not proto.graph.node:
         raise ModelLoadError(f"{what} has no nodes (empty or truncated graph)")
     return proto

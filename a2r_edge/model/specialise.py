@@ -142,13 +142,33 @@ def _evaluate(n: Node, inputs: list, graph: Graph) -> list[np.ndarray]:
         raise
     except Exception as exc:   # numpy/onnx errors on bad values: one line naming the node
         raise ValueError(f"{n.op} node {n.name!r}: cannot evaluate it on its constant inputs: "
-                         f"{type(exc).__name__}: {exc}") from exc
+                         f"{type(exc).__name__}: {one_line(exc)}") from exc
     outs = [np.asarray(o) for o in outs]
+    _check_int_overflow(n, inputs, outs)
     for o in outs:
         if o.size > FOLD_LIMIT:
             raise ValueError(f"{n.op} node {n.name!r}: folded constant of shape {o.shape} is "
                              f"larger than {FOLD_LIMIT} elements")
     return outs
+
+
+_INT_ARITHMETIC = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+
+
+def _check_int_overflow(n: Node, inputs: list, outs: list) -> None:
+    """Integer shape arithmetic wraps around silently in numpy (a pads of 2^62 times 8 is 0):
+    the same sums in float64 must stay inside int64."""
+    if not outs or outs[0].dtype.kind not in "iu":
+        return
+    if n.op in _INT_ARITHMETIC and len(inputs) == 2:
+        approx = _INT_ARITHMETIC[n.op](*(np.asarray(v, np.float64) for v in inputs))
+    elif n.op in ("ReduceProd", "ReduceSum") and inputs:
+        approx = np.array([np.prod(np.abs(np.asarray(inputs[0], np.float64))) if n.op ==
+                           "ReduceProd" else np.abs(np.asarray(inputs[0], np.float64)).sum()])
+    else:
+        return
+    if approx.size and float(np.abs(approx).max()) >= 2.0 ** 63:
+        raise ValueError(f"{n.op} node {n.name!r}: integer shape arithmetic overflows int64")
 
 
 def _check_fold_size(n: Node, inputs: list, graph: Graph) -> None:
@@ -237,9 +257,9 @@ def _place(n: Node, shapes, dtypes, consts, graph, strict, refused):
             return "native", "", [(tuple(int(d) for d in s), _FLOAT) for s in outs]
         except UnsupportedOpError as exc:
             why = str(exc).split("; the native executor runs")[0]
-        except (ValueError, IndexError, KeyError, TypeError) as exc:
+        except (ValueError, IndexError, KeyError, TypeError, ArithmeticError) as exc:
             raise ValueError(f"{n.op} node {n.name!r}: cannot infer its output shape from "
-                             f"inputs {in_shapes}: {exc}") from exc
+                             f"inputs {in_shapes}: {one_line(exc)}") from exc
     if strict:
         raise UnsupportedOpError(n.op, n.name, why + " (strict: no onnxruntime fallback)",
                                  domain=n.domain)
@@ -263,7 +283,7 @@ def _foreign_outputs(n: Node, shapes, dtypes, consts, graph) -> list[tuple]:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:
         raise ValueError(f"{n.op} node {n.name!r}: onnx shape inference failed for inputs "
-                         f"{[shapes.get(s) for s in n.inputs if s]}: {exc}") from exc
+                         f"{[shapes.get(s) for s in n.inputs if s]}: {one_line(exc)}") from exc
     found = {o.name: o.type.tensor_type for o in inferred.graph.output}
     result = []
     for name in n.outputs:
@@ -279,6 +299,12 @@ def _foreign_outputs(n: Node, shapes, dtypes, consts, graph) -> list[tuple]:
                              f"onnx shape inference cannot size it)")
         result.append((tuple(dims), np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))))
     return result
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message on one line, at most ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _checked_shape(shape: tuple, what: str) -> tuple:
