@@ -21,6 +21,7 @@ from . import arena, ops
 from .graph import Graph, build_graph, fuse, load_model
 from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
+from .rewrite import rewrite
 from .specialise import fold, memory_limit_elements, specialise
 
 
@@ -34,6 +35,7 @@ class _Plan:
         self.input_shapes = input_shapes
         # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
+        self.rewrites = rewrite(sp)
         shapes = sp.shapes
         spliced, self.regions = partition(sp)
         graph = dataclasses.replace(sp.graph, nodes=spliced)
@@ -162,7 +164,8 @@ class _Plan:
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
                  f"{self.inplace} in place, {self.aliased} written into concat slices",
-                 "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items())]
+                 "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
+                 "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
         lines += placement_lines(self.specialised, self.regions)
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
@@ -191,7 +194,8 @@ def placement_lines(sp, regions: dict) -> list[str]:
         count[pl.where] = count.get(pl.where, 0) + 1
     lines = [f"placement: {count.get('native', 0)} nodes native, "
              f"{count.get('onnxruntime', 0)} on onnxruntime in {len(regions)} regions, "
-             f"{count.get('folded', 0)} folded at plan time (constants for this input size)"]
+             f"{count.get('folded', 0)} folded at plan time (constants for this input size), "
+             f"{count.get('fused', 0)} rewritten into other nodes"]
     why = {pl.node: (pl.op, pl.why) for pl in sp.placements}
     for name, members in regions.items():
         lines.append(f"  {name}: " + "; ".join(

@@ -49,6 +49,7 @@ class Specialised:
     shapes: dict[str, tuple]
     dtypes: dict[str, np.dtype]   # of the runtime tensors
     placements: list[Placement]   # one per node of the source graph, in order
+    strict: bool = False
 
     def foreign(self) -> list[Placement]:
         return [p for p in self.placements if p.where == "onnxruntime"]
@@ -110,7 +111,7 @@ def specialise(graph: Graph, input_shapes: dict[str, tuple] | None, *, strict: b
     for k, v in consts.items():
         shapes.setdefault(k, tuple(v.shape))
     spec_graph = dataclasses.replace(graph, nodes=kept, consts=consts)
-    return Specialised(spec_graph, shapes, dtypes, placements)
+    return Specialised(spec_graph, shapes, dtypes, placements, strict)
 
 
 # --- folding ------------------------------------------------------------------------------------
@@ -237,6 +238,15 @@ def single_node_model(n: Node, in_names, consts: dict, runtime: dict, graph: Gra
 
 
 # --- shapes and placement of run-time nodes -----------------------------------------------------
+
+def place(sp: Specialised, n: Node) -> Placement:
+    """Shapes and placement of a node a rewrite made or changed (its inputs known in ``sp``)."""
+    where, why, outs = _place(n, sp.shapes, sp.dtypes, sp.graph.consts, sp.graph, sp.strict, "")
+    for name, (shape, dtype) in zip(n.outputs, outs):
+        if name:
+            sp.shapes[name], sp.dtypes[name] = _checked_shape(shape, f"{n.op} {n.name!r}"), dtype
+    return Placement(n.name, n.op, where, why)
+
 
 def _place(n: Node, shapes, dtypes, consts, graph, strict, refused):
     """(where, why, [(shape, dtype) per output]) of run-time node ``n``."""
