@@ -86,6 +86,30 @@ def test_shape_arithmetic_is_folded_per_size():
         assert sum(1 for w in where.values() if w == "folded") > 20
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fit", ["resize", "tile"])
+def test_fixed_size_generator_runs_other_sizes_by_fitting(fit):
+    """ugatit_full takes 24 x 24 only; pictures of other sizes (even and odd) are resized to it
+    (or tiled), the same as doing so around onnxruntime; describe() says so."""
+    from a2r_edge.model import fit as fitting
+    path = fixture("ugatit_full")
+    ex = NativeExecutor(path, fit=fit)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ort_run = lambda t: sess.run(None, {"input": t})[0]  # noqa: E731
+    rng = np.random.default_rng(3)
+    for h, w in ((40, 32), (37, 29)):
+        x = rng.uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+        got = ex.run(x)
+        ref = fitting.run_fitted(ort_run, x, (24, 24), fit)
+        assert got.shape == (1, 3, h, w)
+        tol = RANGE_TOL * float(ref.max() - ref.min())
+        assert float(np.abs(got - ref).max()) <= tol
+        text = ex.describe(x.shape)
+        assert f"input {h}x{w}" in text and "fixed 24x24" in text
+    with pytest.raises(ValueError, match="must have shape"):
+        ex.run_many({"input": np.zeros((1, 3, 40, 32), np.float32)})   # no fitting there
+
+
 def hardmax_model():
     """Conv -> Hardmax (an op no image generator uses, so no native kernel) -> Relu."""
     b = Builder(np.random.default_rng(0), 3)

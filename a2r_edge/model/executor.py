@@ -18,9 +18,10 @@ import warnings
 import numpy as np
 
 from . import arena, ops
+from . import fit as fitting
 from .graph import Graph, build_graph, fuse, load_model
 from .ops import UnsupportedOpError
-from .partition import REGION_OP, partition
+from .partition import partition
 from .rewrite import rewrite
 from .specialise import fold, memory_limit_elements, specialise
 
@@ -209,15 +210,21 @@ class NativeExecutor:
     model: a path, bytes or onnx.ModelProto. Raises UnsupportedOpError (a ValueError naming the
     op and its node) for any other op, ModelLoadError for bytes that are not a valid model.
     memory: the arena.SharedArena its plans live in, shared with executors that never run at
-    the same time as this one (default: its own).
+    the same time as this one (default: its own). strict: refuse (UnsupportedOpError) a node
+    the native side cannot run instead of running it on onnxruntime inside the plan. fit: how
+    run() takes a picture of another size than a model exported with a fixed H x W declares,
+    "resize" or "tile" (``fit.py``).
     """
 
     def __init__(self, model, memory: arena.SharedArena | None = None, *,
-                 strict: bool = False):
+                 strict: bool = False, fit: str = "resize"):
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
-        self.strict = strict
+        if fit not in fitting.MODES:
+            raise ValueError(f"fit must be one of {fitting.MODES}, got {fit!r}")
+        self.strict, self.fit = strict, fit
         self.graph = fold(build_graph(load_model(model), strict=strict))
+        self.fixed = fitting.fixed_hw(self.graph.inputs)   # (H, W) of a fixed-size model
         self._warned = False
         self.memory = arena.SharedArena() if memory is None else memory
         self.input_names = [name for name, _ in self.graph.inputs]
@@ -295,6 +302,12 @@ class NativeExecutor:
             raise ValueError(f"run() needs a single-input single-output model; this one has "
                              f"inputs {self.input_names} and outputs {self.output_names}: use "
                              f"run_many()")
+        if self.fixed and isinstance(x, np.ndarray) and x.ndim == 4 \
+                and x.shape[2:] != self.fixed:
+            return fitting.run_fitted(self._run_one, x, self.fixed, self.fit)
+        return self._run_one(x)
+
+    def _run_one(self, x):
         return self.run_many({self.input_names[0]: x})[self.output_names[0]]
 
     def arena_bytes(self) -> int:
@@ -308,7 +321,11 @@ class NativeExecutor:
     def describe(self, x_shape: tuple | None = None) -> str:
         """The fused node list and arena of the plan for ``x_shape`` (default: the last run)."""
         if x_shape is not None:
-            return self.plan_for({self.input_names[0]: tuple(x_shape)}).describe()
+            shape = tuple(x_shape)
+            if self.fixed and len(shape) == 4 and shape[2:] != self.fixed:
+                return fitting.describe(shape, self.fixed, self.fit) + "\n" + self.plan_for(
+                    {self.input_names[0]: shape[:2] + self.fixed}).describe()
+            return self.plan_for({self.input_names[0]: shape}).describe()
         if self._last_shapes is None:
             return "no plan yet: run() once or pass x_shape"
         return (self._last or self.plan_for(self._last_shapes)).describe()
