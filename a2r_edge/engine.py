@@ -55,7 +55,9 @@ class Engine:
     is converted and pasted back with a feathered edge; no box, the whole picture.
     strict: a failing GPU stage raises instead of falling back (out of memory -> smaller tiles
     -> the CPU, each step logged on the "a2r_edge" logger). The fallback chain is in place for
-    the GPU runner to come (``_attach_gpu``); today only tests attach one.
+    the GPU runner to come (``_attach_gpu``); today only tests attach one. It also makes a
+    native ONNX stage with a node the native executor cannot run raise UnsupportedOpError
+    instead of running that node (or the stage) on onnxruntime.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
     finishing pictures overlap.
     Plans: ``plan`` (the lowest latency) runs single pictures, ``stream_plan`` (the most frames
@@ -75,7 +77,8 @@ class Engine:
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = self._check_tile(tile)
         self._stage_runners = runners = StageRunners(self.model.stages,
-                                                     native=backend != "onnxruntime")
+                                                     native=backend != "onnxruntime",
+                                                     strict=strict)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, runners.unsupported)
         self.stream_plan = make_plan(self.model.stages, device, backend, runners.unsupported,

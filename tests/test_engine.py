@@ -292,7 +292,7 @@ def test_plan_describes_every_stage(engine):
         assert stage in text
 
 
-def test_unsupported_op_falls_back_to_onnxruntime_and_says_why(tmp_path):
+def test_unsupported_op_runs_on_onnxruntime_inside_the_native_plan_and_says_why(tmp_path):
     folder = make_package(tmp_path / "p")
     model = onnx.load(folder / "decoder.onnx")
     tanh = next(n for n in model.graph.node if n.op_type == "Tanh")
@@ -302,11 +302,12 @@ def test_unsupported_op_falls_back_to_onnxruntime_and_says_why(tmp_path):
     manifest["files"]["decoder.onnx"] = sha256(folder / "decoder.onnx")
     (folder / "manifest.json").write_text(json.dumps(manifest))
     eng = Engine(str(folder))
-    assert eng.plan.backend_of("decode") == "onnxruntime"
-    assert "Softsign" in eng.plan.describe()
-    assert eng.convert(picture((16, 16, 3))).shape == (16, 16, 3)
+    assert eng.plan.backend_of("decode") == "native"   # only the Softsign node is not
+    with pytest.warns(RuntimeWarning, match="Softsign"):
+        assert eng.convert(picture((16, 16, 3))).shape == (16, 16, 3)
+    assert "no native kernel for Softsign" in eng._stage_runners.executors["decode"].describe()
     with pytest.raises(ValueError, match="Softsign"):
-        Engine(str(folder), backend="native")
+        Engine(str(folder), strict=True)
 
 
 @pytest.mark.parametrize("bad,error,match", [

@@ -228,7 +228,7 @@ def test_unsupported_op_names_op_and_node():
     b.nodes.append(helper.make_node("Gemm", [y, y], ["z"], name="my_gemm"))
     m = b.model("z")
     with pytest.raises(UnsupportedOpError, match=r"Gemm.*'my_gemm'"):
-        NativeExecutor(m)
+        NativeExecutor(m, strict=True)
     b2 = Builder(np.random.default_rng(0), 3)
     b2.nodes.append(helper.make_node("Warp", ["x"], ["z"], name="warper", domain="my.ops"))
     g = helper.make_graph(b2.nodes, "g", [b2.x], [helper.make_tensor_value_info(
@@ -236,15 +236,21 @@ def test_unsupported_op_names_op_and_node():
     m2 = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                              helper.make_opsetid("my.ops", 1)])
     with pytest.raises(UnsupportedOpError, match=r"my\.ops::Warp.*'warper'") as info:
-        NativeExecutor(m2)
+        NativeExecutor(m2, strict=True)
     assert isinstance(info.value, ValueError) and info.value.node_name == "warper"
 
 
-def test_unsupported_resize_mode_is_named():
+def test_unsupported_resize_mode_is_named_or_run_by_onnxruntime():
     b = Builder(np.random.default_rng(0), 3)
     m = b.model(b.node("Resize", ["x", "", b.const([1, 1, 2, 2])], mode="cubic"))
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     with pytest.raises(UnsupportedOpError, match="cubic"):
-        NativeExecutor(m).run(np.zeros((1, 3, 8, 8), np.float32))
+        NativeExecutor(m, strict=True).run(x)
+    ex = NativeExecutor(m)
+    with pytest.warns(RuntimeWarning, match="1 of 1 nodes run on onnxruntime"):
+        y = ex.run(x)
+    np.testing.assert_allclose(y, ort_run(m, x), rtol=1e-5, atol=1e-5)
+    assert "cubic" in ex.describe()
 
 
 def test_corrupt_and_truncated_models(tmp_path):

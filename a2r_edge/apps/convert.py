@@ -64,6 +64,9 @@ def add_parser(sub) -> None:
                         "one as ray.init() does (RAY_ADDRESS, else a new local Ray); put --ray "
                         "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
                         "local run writes")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a model with a node the native executor cannot run (and a GPU "
+                        "stage that fails) instead of running it on onnxruntime (or the CPU)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -147,7 +150,7 @@ def convert_here(args: argparse.Namespace, files: list[Path],
     errors are usage errors); the pictures are converted as the results are taken."""
     from ..engine import Engine
 
-    engine = Engine(args.model, device=args.device, roi=args.roi)
+    engine = Engine(args.model, device=args.device, roi=args.roi, strict=args.strict)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
 
     def results():

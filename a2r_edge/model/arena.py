@@ -20,16 +20,24 @@ def _round_up(n: int) -> int:
 
 
 def plan(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:
-    """Offsets (in floats) of ``buffers`` [(size, first, last)] and the arena size in floats."""
+    """Offsets (in floats) of ``buffers`` [(size, first, last)] and the arena size in floats.
+
+    The buffers placed so far are indexed by the steps they live in, so finding those that
+    overlap a new buffer in time costs min(its lifetime, buffers placed) rather than a scan of
+    every placed buffer: planning a chain is linear in its length."""
     order = sorted(range(len(buffers)), key=lambda i: (-buffers[i][0], buffers[i][1]))
     offsets = [0] * len(buffers)
     placed: list[int] = []
+    alive: dict[int, list[int]] = {}   # step -> placed buffers living in it
     total = 0
     for i in order:
         size, first, last = buffers[i]
         size = _round_up(max(size, 1))
-        busy = sorted((offsets[j], offsets[j] + _round_up(max(buffers[j][0], 1)))
-                      for j in placed if buffers[j][1] <= last and first <= buffers[j][2])
+        if last - first + 1 <= len(placed):
+            near = {j for step in range(first, last + 1) for j in alive.get(step, ())}
+        else:
+            near = [j for j in placed if buffers[j][1] <= last and first <= buffers[j][2]]
+        busy = sorted((offsets[j], offsets[j] + _round_up(max(buffers[j][0], 1))) for j in near)
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
@@ -37,6 +45,8 @@ def plan(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:
             offset = max(offset, hi)
         offsets[i] = offset
         placed.append(i)
+        for step in range(first, last + 1):
+            alive.setdefault(step, []).append(i)
         total = max(total, offset + size)
     return offsets, total
 

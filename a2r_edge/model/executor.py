@@ -12,10 +12,18 @@ size their workspaces on that run). Not thread-safe: one executor runs one pictu
 """
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import numpy as np
 
 from . import arena, ops
-from .graph import Graph, build_graph, fuse, infer_shapes, load_model
+from . import fit as fitting
+from .graph import Graph, build_graph, fuse, load_model
+from .ops import UnsupportedOpError
+from .partition import partition
+from .rewrite import rewrite
+from .specialise import fold, memory_limit_elements, specialise
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -24,9 +32,14 @@ class _Plan:
     """Everything one input shape needs: fused nodes, buffer offsets, arena, bound closures."""
 
     def __init__(self, graph: Graph, input_shapes: dict[str, tuple], memory: arena.SharedArena,
-                 user):
+                 user, strict: bool = False, foreign: dict | None = None):
         self.input_shapes = input_shapes
-        shapes = infer_shapes(graph, input_shapes)
+        # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
+        self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
+        self.rewrites = rewrite(sp)
+        shapes = sp.shapes
+        spliced, self.regions = partition(sp)
+        graph = dataclasses.replace(sp.graph, nodes=spliced)
         nodes, self.fusions = fuse(graph, shapes)
         for nd in nodes:   # a fused node keeps the input-independent parts of its attributes
             nd.attrs.pop("aliased", None)
@@ -34,13 +47,15 @@ class _Plan:
         produced = {t: i for i, nd in enumerate(nodes) for t in nd.outputs}
         last = {t: i for i, nd in enumerate(nodes) for t in nd.inputs if t}
         size = lambda t: int(np.prod(shapes[t], dtype=np.int64))  # noqa: E731
+        tensor_last = lambda t: max(last.get(t, -1), produced.get(t, -1))  # noqa: E731
 
         groups: list[dict] = []   # size, members [(tensor)], external array or None
         loc: dict[str, tuple[int, int]] = {}
 
         def new_group(t, external=None, first=None):
             groups.append(dict(size=size(t), members=[t], external=external,
-                               first=produced.get(t, -1) if first is None else first))
+                               first=produced.get(t, -1) if first is None else first,
+                               last_use=tensor_last(t)))   # max over members: no rescans
             loc[t] = (len(groups) - 1, 0)
 
         for name in input_shapes:
@@ -75,12 +90,12 @@ class _Plan:
                         and nd.inputs.count(t) == 1:
                     loc[t] = (g, base + k * inner)
                     groups[g]["members"].append(t)
+                    groups[g]["last_use"] = max(groups[g]["last_use"], tensor_last(t))
                     aliased.add(t)
                 k += shapes[t][axis]
             nd.attrs["aliased"] = aliased
             self.aliased += len(aliased)
         # Other tensors: in place over a dying input of the same shape, else a buffer of their own
-        tensor_last = lambda t: max(last.get(t, -1), produced.get(t, -1))  # noqa: E731
         self.inplace = 0
         scratch_ids: list[list[int]] = []
         for i, nd in enumerate(nodes):
@@ -91,10 +106,10 @@ class _Plan:
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
                         continue
                     grp = groups[loc[x][0]]
-                    if grp["external"] is None and all(
-                            tensor_last(m) <= i for m in grp["members"]):
+                    if grp["external"] is None and grp["last_use"] <= i:
                         loc[t] = loc[x]
                         grp["members"].append(t)
+                        grp["last_use"] = max(grp["last_use"], tensor_last(t))
                         self.inplace += 1
                         break
                 else:
@@ -116,6 +131,10 @@ class _Plan:
             buffers.append((grp["size"], first, lst))
             arena_groups.append(gi)
         offsets, total = arena.plan(buffers)
+        if total > memory_limit_elements():
+            raise ValueError(f"the plan for inputs {input_shapes} needs a {total * 4 >> 20} MiB "
+                             f"arena, more than A2R_MEMORY_MB={memory_limit_elements() >> 18}: "
+                             f"convert in tiles or raise A2R_MEMORY_MB")
         self.arena = memory.take(max(total, 1), user)
         self.arena_floats = total
         self.naive_floats = sum(b[0] for b in buffers)
@@ -146,7 +165,9 @@ class _Plan:
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
                  f"{self.inplace} in place, {self.aliased} written into concat slices",
-                 "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items())]
+                 "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
+                 "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
+        lines += placement_lines(self.specialised, self.regions)
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
@@ -166,17 +187,45 @@ class _Plan:
         return "\n".join(lines)
 
 
+def placement_lines(sp, regions: dict) -> list[str]:
+    """Where the source nodes run for this size: counts, then each onnxruntime region with its
+    nodes and the reason each could not run natively."""
+    count: dict[str, int] = {}
+    for pl in sp.placements:
+        count[pl.where] = count.get(pl.where, 0) + 1
+    lines = [f"placement: {count.get('native', 0)} nodes native, "
+             f"{count.get('onnxruntime', 0)} on onnxruntime in {len(regions)} regions, "
+             f"{count.get('folded', 0)} folded at plan time (constants for this input size), "
+             f"{count.get('fused', 0)} rewritten into other nodes"]
+    why = {pl.node: (pl.op, pl.why) for pl in sp.placements}
+    for name, members in regions.items():
+        lines.append(f"  {name}: " + "; ".join(
+            f"{why[m][0]} {m!r} ({why[m][1]})" for m in members))
+    return lines
+
+
 class NativeExecutor:
     """Run an ONNX model of the supported op set (graph.SUPPORTED + the AdaIN stage) natively.
 
     model: a path, bytes or onnx.ModelProto. Raises UnsupportedOpError (a ValueError naming the
     op and its node) for any other op, ModelLoadError for bytes that are not a valid model.
     memory: the arena.SharedArena its plans live in, shared with executors that never run at
-    the same time as this one (default: its own).
+    the same time as this one (default: its own). strict: refuse (UnsupportedOpError) a node
+    the native side cannot run instead of running it on onnxruntime inside the plan. fit: how
+    run() takes a picture of another size than a model exported with a fixed H x W declares,
+    "resize" or "tile" (``fit.py``).
     """
 
-    def __init__(self, model, memory: arena.SharedArena | None = None):
-        self.graph = build_graph(load_model(model))
+    def __init__(self, model, memory: arena.SharedArena | None = None, *,
+                 strict: bool = False, fit: str = "resize"):
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        if fit not in fitting.MODES:
+            raise ValueError(f"fit must be one of {fitting.MODES}, got {fit!r}")
+        self.strict, self.fit = strict, fit
+        self.graph = fold(build_graph(load_model(model), strict=strict))
+        self.fixed = fitting.fixed_hw(self.graph.inputs)   # (H, W) of a fixed-size model
+        self._warned = False
         self.memory = arena.SharedArena() if memory is None else memory
         self.input_names = [name for name, _ in self.graph.inputs]
         self.output_names = list(self.graph.outputs)
@@ -196,9 +245,31 @@ class NativeExecutor:
                                               for d, v in zip(dims, s)):
                     raise ValueError(f"input {name!r} must have shape {dims} (None: any), "
                                      f"got {s}")
-            p = self._plans[key] = _Plan(self.graph, dict(shapes), self.memory, self)
+            p = self._plans[key] = self._new_plan(dict(shapes))
         self._last, self._last_shapes = p, dict(shapes)
         self._last_floats = (p.arena_floats, sum(o.size for o in p.outputs.values()))
+        return p
+
+    def _new_plan(self, shapes: dict) -> _Plan:
+        """A plan; a node whose native step refuses this size (UnsupportedOpError from its
+        builder) is planned again on onnxruntime, unless strict."""
+        foreign: dict[str, str] = {}
+        while True:
+            try:
+                p = _Plan(self.graph, shapes, self.memory, self, self.strict, foreign)
+                break
+            except UnsupportedOpError as exc:
+                if self.strict or exc.node_name in foreign or not any(
+                        n.name == exc.node_name for n in self.graph.nodes):
+                    raise
+                foreign[exc.node_name] = str(exc).split("; the native executor runs")[0]
+        moved = p.specialised.foreign()
+        if moved and not self._warned:
+            self._warned = True
+            kinds = sorted({f.op for f in moved})
+            warnings.warn(f"{len(moved)} of {len(self.graph.nodes)} nodes run on onnxruntime "
+                          f"inside the native plan ({', '.join(kinds)}); describe() says why, "
+                          f"strict=True refuses instead", RuntimeWarning, stacklevel=4)
         return p
 
     def drop_plans(self) -> None:
@@ -231,6 +302,12 @@ class NativeExecutor:
             raise ValueError(f"run() needs a single-input single-output model; this one has "
                              f"inputs {self.input_names} and outputs {self.output_names}: use "
                              f"run_many()")
+        if self.fixed and isinstance(x, np.ndarray) and x.ndim == 4 \
+                and x.shape[2:] != self.fixed:
+            return fitting.run_fitted(self._run_one, x, self.fixed, self.fit)
+        return self._run_one(x)
+
+    def _run_one(self, x):
         return self.run_many({self.input_names[0]: x})[self.output_names[0]]
 
     def arena_bytes(self) -> int:
@@ -244,7 +321,11 @@ class NativeExecutor:
     def describe(self, x_shape: tuple | None = None) -> str:
         """The fused node list and arena of the plan for ``x_shape`` (default: the last run)."""
         if x_shape is not None:
-            return self.plan_for({self.input_names[0]: tuple(x_shape)}).describe()
+            shape = tuple(x_shape)
+            if self.fixed and len(shape) == 4 and shape[2:] != self.fixed:
+                return fitting.describe(shape, self.fixed, self.fit) + "\n" + self.plan_for(
+                    {self.input_names[0]: shape[:2] + self.fixed}).describe()
+            return self.plan_for({self.input_names[0]: shape}).describe()
         if self._last_shapes is None:
             return "no plan yet: run() once or pass x_shape"
         return (self._last or self.plan_for(self._last_shapes)).describe()

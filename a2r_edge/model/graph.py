@@ -1,5 +1,5 @@
-"""ONNX -> a small graph IR the native executor plans: load and check, fold constants, infer
-static shapes for one input size, fuse.
+"""ONNX -> a small graph IR the native executor plans: load and check, then fuse (folding,
+shapes and placement for one input size are ``specialise.py``'s).
 
 The IR is a topologically ordered list of ``Node`` (op, name, inputs, outputs, attrs); tensor
 values known at load time (initializers, Constant nodes, folded expressions) live in
@@ -30,6 +30,7 @@ class Node:
     inputs: list[str]        # "" = absent optional input
     outputs: list[str]
     attrs: dict
+    domain: str = ""         # ONNX domain ("" default); AdaIN keeps the a2r one
 
 
 @dataclasses.dataclass
@@ -39,6 +40,8 @@ class Graph:
     inputs: list[tuple[str, tuple]]    # (name, declared shape: int or None per dim)
     outputs: list[str]
     opset: int
+    opsets: dict = dataclasses.field(default_factory=dict)  # domain -> version (sub-models)
+    ir_version: int = 8
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -72,7 +75,7 @@ def load_model(model):
         onnx.checker.check_model(proto)
     except Exception as exc:
         raise ModelLoadError(f"{what} failed onnx.checker (empty, truncated or corrupt?): "
-                             f"{exc}") from exc
+                             f"{' '.join(str(exc).split())}") from exc
     if not proto.graph.node:
         raise ModelLoadError(f"{what} has no nodes (empty or truncated graph)")
     return proto
@@ -87,8 +90,11 @@ def _decode(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def build_graph(proto) -> Graph:
-    """The IR of a checked ModelProto: every op checked, constants gathered, Identity removed."""
+def build_graph(proto, strict: bool = False) -> Graph:
+    """The IR of a checked ModelProto: constants gathered, Identity and inference Dropout
+    removed (``specialise.fold`` folds what the constants determine). strict: every op must
+    have a native kernel (UnsupportedOpError naming the first that has none); otherwise such
+    nodes are run by onnxruntime (``partition.py``)."""
     import onnx
     from onnx import numpy_helper
     opset = next((o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS), 0)
@@ -97,8 +103,9 @@ def build_graph(proto) -> Graph:
     for n in g.node:   # every op checked before any other error, so the message names it
         if n.domain == ADAIN_DOMAIN and n.op_type == ADAIN_OP:
             continue
-        if n.domain not in DEFAULT_DOMAINS or n.op_type not in SUPPORTED:
-            raise UnsupportedOpError(n.op_type, n.name, domain=n.domain)
+        if strict and (n.domain not in DEFAULT_DOMAINS or n.op_type not in SUPPORTED):
+            raise UnsupportedOpError(n.op_type, n.name, "strict: no onnxruntime fallback",
+                                     domain=n.domain)
     inits = set(consts)
     inputs = []
     for vi in g.input:
@@ -121,52 +128,26 @@ def build_graph(proto) -> Graph:
         if op == "Constant":
             consts[n.output[0]] = ops.spec(op).reference(Node(op, name, [], [], attrs), [])[0]
             continue
-        if op == "Identity" and n.output[0] not in outputs:
+        if _is_identity(n, op, attrs, ins, consts) and n.output[0] not in outputs:
             rename[n.output[0]] = ins[0]
             continue
-        nodes.append(Node(op, name, ins, list(n.output), attrs))
-    graph = Graph(nodes, consts, inputs, outputs, opset)
-    _fold_constants(graph)
-    return graph
+        domain = "" if n.domain in DEFAULT_DOMAINS else n.domain
+        nodes.append(Node(op, name, ins, list(n.output), attrs, domain))
+    return Graph(nodes, consts, inputs, outputs, opset,
+                 {o.domain: o.version for o in proto.opset_import}, proto.ir_version)
 
 
-def _fold_constants(graph: Graph) -> None:
-    """Evaluate elementwise nodes whose inputs are all constants (numpy, float32)."""
-    c = graph.consts
-    kept = []
-    for n in graph.nodes:
-        ins = [s for s in n.inputs if s]
-        if n.op in ("Add", "Mul", "Relu", "Sigmoid", "Tanh") and all(s in c for s in ins) \
-                and n.outputs[0] not in graph.outputs:
-            a = [c[s].astype(np.float32) for s in ins]
-            c[n.outputs[0]] = {"Add": lambda: a[0] + a[1], "Mul": lambda: a[0] * a[1],
-                               "Relu": lambda: np.maximum(a[0], 0),
-                               "Sigmoid": lambda: 1 / (1 + np.exp(-a[0])),
-                               "Tanh": lambda: np.tanh(a[0])}[n.op]().astype(np.float32)
-        else:
-            kept.append(n)
-    graph.nodes = kept
-
-
-# --- static shapes ------------------------------------------------------------------------------
-
-def infer_shapes(graph: Graph, input_shapes: dict[str, tuple]) -> dict[str, tuple]:
-    """Static shape of every tensor for these input shapes (each op's ``out_shapes``)."""
-    shapes = {k: tuple(v.shape) for k, v in graph.consts.items()}
-    shapes.update(input_shapes)
-    for n in graph.nodes:
-        ins = [shapes[s] if s else None for s in n.inputs]
-        try:
-            outs = ops.spec(n.op, n.name).out_shapes(n, ins, graph)
-        except UnsupportedOpError:
-            raise
-        except (ValueError, IndexError, KeyError, TypeError) as exc:
-            raise ValueError(f"{n.op} node {n.name!r}: cannot infer its output shape from inputs "
-                             f"{ins}: {exc}") from exc
-        for name, shape in zip(n.outputs, outs):
-            if name:
-                shapes[name] = tuple(shape)
-    return shapes
+def _is_identity(n, op, attrs, ins, consts) -> bool:
+    """Identity, or Dropout at inference (no training_mode, or a constant false one; its mask
+    output unused): the output is the input."""
+    if n.domain not in DEFAULT_DOMAINS:
+        return False
+    if op == "Identity":
+        return True
+    if op != "Dropout" or (len(n.output) > 1 and n.output[1]):
+        return False
+    mode = ins[2] if len(ins) > 2 else ""
+    return not mode or (mode in consts and not bool(np.asarray(consts[mode]).reshape(-1)[0]))
 
 
 # --- fusion -------------------------------------------------------------------------------------
@@ -207,9 +188,23 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                  conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0)
     pos = {id(n): i for i, n in enumerate(nodes)}
     dead: set[int] = set()
+    # live readers of each tensor, kept up to date by every rewrite below (linear fusion: no
+    # rescans of the node list)
+    cons = consumers_of(nodes)
+    producer = {t: n for n in nodes for t in n.outputs if t}
+
+    def unlink(n):
+        for t in set(n.inputs):
+            if t:
+                cons[t] = [m for m in cons.get(t, []) if m is not n]
+
+    def link(n):
+        for t in set(n.inputs):
+            if t:
+                cons.setdefault(t, []).append(n)
 
     def sole_consumer(t):
-        c = [m for m in consumers_of([m for m in nodes if id(m) not in dead]).get(t, [])]
+        c = cons.get(t, [])
         return c[0] if len(c) == 1 and t not in outs and c[0].inputs.count(t) == 1 else None
 
     # x * Sigmoid(x) -> SiLU(x)
@@ -217,12 +212,14 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
         if n.op != "Mul" or id(n) in dead:
             continue
         for k in (0, 1):
-            s = next((m for m in nodes if id(m) not in dead and m.op == "Sigmoid"
-                      and m.outputs[0] == n.inputs[k]), None)
-            if s is not None and n.inputs[1 - k] == s.inputs[0] and sole_consumer(
-                    s.outputs[0]) is n:
+            s = producer.get(n.inputs[k])
+            if s is not None and id(s) not in dead and s.op == "Sigmoid" \
+                    and n.inputs[1 - k] == s.inputs[0] and sole_consumer(s.outputs[0]) is n:
                 dead.add(id(s))
+                unlink(s)
+                unlink(n)
                 n.op, n.inputs, n.attrs = "SiLU", [s.inputs[0]], {}
+                link(n)
                 count["silu"] += 1
                 break
     for d in nodes:
@@ -231,7 +228,12 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             continue
         pre = f"{d.outputs[0]}:{a.op}"  # new tensor: the activation, before the shuffle
         shapes[pre] = shapes[d.inputs[0]]
+        unlink(a)
+        unlink(d)
         a.inputs, a.outputs, d.inputs, d.outputs = [d.inputs[0]], [pre], [pre], a.outputs
+        link(a)
+        link(d)
+        producer.update([(pre, a)] + [(t, d) for t in d.outputs])
         pos[id(a)], pos[id(d)] = pos[id(d)], pos[id(a)]
         count["activation_before_shuffle"] += 1
     for n in nodes:
@@ -282,15 +284,21 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                     and other and other not in consts and other != out \
                     and shapes[other] == shapes[out]:
                 n.attrs["residual"] = other
+                unlink(n)
                 n.inputs = n.inputs[:1] + [other]
+                link(n)
                 count["conv_residual"] += 1
                 done = True
             if not done:
                 break
             dead.add(id(m))
+            unlink(m)
             n.outputs = list(m.outputs)
+            producer.update((t, n) for t in n.outputs)
             pos[id(n)] = pos[id(m)]
         if n.op == "Conv":
+            unlink(n)
             n.inputs = [n.inputs[0]] + ([n.attrs["residual"]] if n.attrs["residual"] else [])
+            link(n)
     fused = sorted((n for n in nodes if id(n) not in dead), key=lambda n: pos[id(n)])
     return fused, count

@@ -23,9 +23,11 @@ class StageRunners:
     """The runners of ``stages``' ONNX stages. native: make the native executors (False: they are
     never used, e.g. backend="onnxruntime"); a stage the native executor cannot run is listed in
     ``unsupported`` {stage: why}. The native executors share one arena: stages run one after
-    another. onnxruntime sessions are made on first use, with the thread count of that use."""
+    another. onnxruntime sessions are made on first use, with the thread count of that use.
+    strict: a stage with a node the native executor cannot run raises UnsupportedOpError instead
+    of running that node (or the stage) on onnxruntime."""
 
-    def __init__(self, stages, *, native: bool = True):
+    def __init__(self, stages, *, native: bool = True, strict: bool = False):
         self.stages = tuple(s for s in stages if s.kind == "onnx")
         self.arena = SharedArena()
         self.executors: dict[str, NativeExecutor] = {}
@@ -34,8 +36,11 @@ class StageRunners:
         self._ort: dict[str, Runner] = {}
         for stage in self.stages if native else ():
             try:
-                self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena)
+                self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena,
+                                                            strict=strict)
             except UnsupportedOpError as exc:
+                if strict:
+                    raise
                 self.unsupported[stage.name] = str(exc)
 
     def backends_of(self, stage: str) -> list[str]:

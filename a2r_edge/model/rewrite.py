@@ -1,0 +1,324 @@
+"""Graph rewrites of exporter patterns, on a graph specialised to one input size (its constants
+folded, every shape known), before partitioning: each turns a run of nodes into fewer nodes the
+native side runs.
+
+* BatchNormalization after a Conv/ConvTranspose it alone reads: folded into its weights and
+  bias; elsewhere: one per-channel Mul and Add.
+* Decomposed normalisation, as torch.onnx.export writes ``(x - x.mean(d)) / sqrt(x.var(d) +
+  eps)`` (U-GAT-IT's ILN/AdaLIN, hand-written LayerNorms): ReduceMean, Sub, Mul or Pow, the
+  unbiased variance's constant factor k, Add eps, Sqrt, Div. Over H, W it is one
+  InstanceNormalization with scale 1/sqrt(k) and epsilon eps/k; over C, H, W the same on x
+  seen as (N, 1, C*H, W) (two Reshapes).
+* GroupNorm as torch exports it (Reshape to (N, G, -1), InstanceNormalization, Reshape back,
+  Mul, Add): the first Reshape gives (N, G, C/G*H, W) instead, so the InstanceNormalization is
+  the native 4-D one (same statistics per group).
+* A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
+
+Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
+counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .graph import Node
+from .specialise import Placement, Specialised, place
+
+_F32 = np.float32
+
+
+@dataclasses.dataclass
+class Rewrites:
+    batchnorm_into_conv: int = 0
+    batchnorm_as_affine: int = 0
+    norm_pattern: int = 0
+    groupnorm_pattern: int = 0
+    pad_into_conv: int = 0
+
+    def items(self):
+        return dataclasses.asdict(self).items()
+
+
+class _Ctx:
+    def __init__(self, sp: Specialised):
+        self.sp, self.g = sp, sp.graph
+        self.consts, self.shapes = sp.graph.consts, sp.shapes
+        self.producer = {t: n for n in self.g.nodes for t in n.outputs if t}
+        self.readers: dict[str, int] = {}
+        for n in self.g.nodes:
+            for t in n.inputs:
+                if t:
+                    self.readers[t] = self.readers.get(t, 0) + 1
+        self.outs = set(self.g.outputs)
+        self.fused: dict[str, str] = {}   # source node -> what it became
+        self.new: list[Node] = []         # nodes the rewrites made (placed at the end)
+        self.replaced: dict = {}          # kept node -> its new Placement (inputs changed)
+        self.k = 0
+
+    def const(self, value, hint: str) -> str:
+        self.k += 1
+        name = f"{hint}::rewrite{self.k}"
+        self.consts[name] = np.asarray(value)
+        self.shapes[name] = tuple(np.shape(value))
+        return name
+
+    def sole(self, t: str) -> bool:
+        return self.readers.get(t, 0) == 1 and t not in self.outs
+
+    def made_by(self, t: str, op: str) -> Node | None:
+        n = self.producer.get(t)
+        return n if n is not None and n.op == op else None
+
+    def scalar(self, t: str) -> float | None:
+        v = self.consts.get(t)
+        return float(np.asarray(v).reshape(-1)[0]) if v is not None and np.size(v) == 1 \
+            else None
+
+
+def rewrite(sp: Specialised) -> Rewrites:
+    """Apply the rewrites to ``sp`` in place (nodes, constants, shapes, placements)."""
+    # own copies: the nodes are shared with the executor's graph, which other sizes plan from
+    sp.graph.nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
+                                          attrs=dict(n.attrs)) for n in sp.graph.nodes]
+    c, count = _Ctx(sp), Rewrites()
+    nodes = sp.graph.nodes
+    replaced: dict[int, list[Node]] = {}
+    for i, n in enumerate(nodes):
+        new = None
+        if n.op == "BatchNormalization":
+            new = _batchnorm(c, n, count)
+        elif n.op == "Div":
+            new = _norm_pattern(c, n, count)
+        elif n.op == "Conv":
+            new = _pad_into_conv(c, n, count)
+        elif n.op == "InstanceNormalization":
+            _groupnorm(c, n, count)
+        if new is not None:
+            replaced[i] = new
+    if not replaced and not c.replaced:
+        return count
+    out: list[Node] = []
+    for i, n in enumerate(nodes):
+        out.extend(replaced.get(i, [n]))
+    sp.graph.nodes = _drop_unread(out, c.outs)
+    alive = {n.name for n in sp.graph.nodes}
+    new_names = {n.name for n in c.new}
+    placements = []
+    for pl in sp.placements:
+        if pl.where == "folded":
+            placements.append(pl)
+        elif pl.node in alive:
+            placements.append(c.replaced.get(pl.node, pl))
+        else:
+            placements.append(Placement(pl.node, pl.op, "fused", c.fused.get(
+                pl.node, "a rewritten pattern no longer reads it")))
+    sp.placements = placements
+    for n in sp.graph.nodes:
+        if n.name in new_names:
+            sp.placements.append(place(sp, n))
+    return count
+
+
+def _drop_unread(nodes: list[Node], outs: set) -> list[Node]:
+    readers: dict[str, int] = {}
+    for n in nodes:
+        for t in n.inputs:
+            if t:
+                readers[t] = readers.get(t, 0) + 1
+    keep = [True] * len(nodes)
+    for i in range(len(nodes) - 1, -1, -1):
+        n = nodes[i]
+        if not any(t in outs or readers.get(t, 0) for t in n.outputs if t):
+            keep[i] = False
+            for t in n.inputs:
+                if t:
+                    readers[t] -= 1
+    return [n for n, k in zip(nodes, keep) if k]
+
+
+# --- BatchNormalization -------------------------------------------------------------------------
+
+def _batchnorm(c: _Ctx, n: Node, count: Rewrites):
+    x = n.inputs[0]
+    params = [c.consts.get(t) for t in n.inputs[1:5]]
+    if any(p is None for p in params) or len(c.shapes.get(x, ())) < 2 \
+            or n.attrs.get("training_mode", 0) or (len(n.outputs) > 1 and any(n.outputs[1:])):
+        return None
+    scale, bias, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+    a = scale / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
+    b = bias - mean * a
+    conv = c.producer.get(x)
+    if conv is not None and conv.op in ("Conv", "ConvTranspose") and c.sole(x) \
+            and conv.inputs[1] in c.consts and (len(conv.inputs) < 3 or not conv.inputs[2]
+                                                 or conv.inputs[2] in c.consts):
+        w = np.asarray(c.consts[conv.inputs[1]], np.float64)
+        cout = w.shape[0] if conv.op == "Conv" else w.shape[1] * conv.attrs.get("group", 1)
+        if a.size == cout:
+            if conv.op == "Conv":
+                w = w * a[:, None, None, None]
+            else:   # (Cin, Cout/g, kh, kw): output channel o = group * Cout/g + j
+                g, per = conv.attrs.get("group", 1), w.shape[1]
+                w = (w.reshape(g, -1, per, *w.shape[2:])
+                     * a.reshape(g, 1, per, 1, 1)).reshape(w.shape)
+            b0 = np.asarray(c.consts[conv.inputs[2]], np.float64) \
+                if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
+            conv.inputs = [conv.inputs[0], c.const(w.astype(_F32), conv.name + "/w"),
+                           c.const((b0 * a + b).astype(_F32), conv.name + "/b")]
+            conv.outputs = list(n.outputs[:1])
+            c.producer[n.outputs[0]] = conv
+            c.fused[n.name] = f"folded into {conv.op} {conv.name!r}"
+            count.batchnorm_into_conv += 1
+            return []
+    rank = len(c.shapes[x])
+    shape = (a.size,) + (1,) * (rank - 2)
+    mid = n.outputs[0] + "::scaled"
+    mul = Node("Mul", n.name + "/scale", [x, c.const(a.astype(_F32).reshape(shape), n.name)],
+               [mid], {})
+    add = Node("Add", n.name + "/shift", [mid, c.const(b.astype(_F32).reshape(shape), n.name)],
+               [n.outputs[0]], {})
+    c.new += [mul, add]
+    c.fused[n.name] = "as a per-channel Mul and Add"
+    count.batchnorm_as_affine += 1
+    return [mul, add]
+
+
+# --- decomposed normalisation -------------------------------------------------------------------
+
+def _axes(c: _Ctx, r: Node, rank: int):
+    axes = r.attrs.get("axes")
+    if axes is None and len(r.inputs) > 1 and r.inputs[1] in c.consts:
+        axes = np.asarray(c.consts[r.inputs[1]]).reshape(-1).tolist()
+    if axes is None or not r.attrs.get("keepdims", 1):
+        return None
+    return tuple(sorted(int(a) % rank for a in axes))
+
+
+def _mean_of(c: _Ctx, t: str, x: str | None, rank: int):
+    """(x, axes) when tensor t is ReduceMean(x, axes, keepdims=1) (x given: that x)."""
+    r = c.made_by(t, "ReduceMean")
+    if r is None or (x is not None and r.inputs[0] != x):
+        return None
+    axes = _axes(c, r, rank)
+    return (r.inputs[0], axes) if axes is not None else None
+
+
+def _norm_pattern(c: _Ctx, div: Node, count: Rewrites):
+    num, den = div.inputs[:2]
+    sub = c.made_by(num, "Sub")
+    sqrt = c.made_by(den, "Sqrt")
+    if sub is None or sqrt is None or not c.sole(den):
+        return None
+    x = sub.inputs[0]
+    rank = len(c.shapes.get(x, ()))
+    if rank != 4:
+        return None
+    mean = _mean_of(c, sub.inputs[1], x, rank)
+    add = c.made_by(sqrt.inputs[0], "Add")
+    if mean is None or add is None:
+        return None
+    axes = mean[1]
+    eps_at = [k for k in (0, 1) if c.scalar(add.inputs[k]) is not None]
+    if len(eps_at) != 1:
+        return None
+    eps, t = c.scalar(add.inputs[eps_at[0]]), add.inputs[1 - eps_at[0]]
+    k = 1.0   # the variance's constant factor (n / (n - 1) for torch.var): Mul/Div by scalars
+    while True:
+        m = c.producer.get(t)
+        if m is None or m.op not in ("Mul", "Div"):
+            break
+        s = c.scalar(m.inputs[1])
+        if s is None and m.op == "Mul":
+            s, first = c.scalar(m.inputs[0]), m.inputs[1]
+        else:
+            first = m.inputs[0]
+        if s is None or s == 0:
+            break
+        k, t = (k * s if m.op == "Mul" else k / s), first
+    var = _mean_of(c, t, None, rank)
+    if var is None or var[1] != axes:
+        return None
+    sq = c.producer.get(var[0])
+    if sq is None or not ((sq.op == "Mul" and sq.inputs[0] == sq.inputs[1])
+                          or (sq.op == "Pow" and c.scalar(sq.inputs[1]) == 2.0)):
+        return None
+    d = c.made_by(sq.inputs[0], "Sub")
+    if d is None or d.inputs[0] != x or _mean_of(c, d.inputs[1], x, rank) is None \
+            or _mean_of(c, d.inputs[1], x, rank)[1] != axes or not k > 0 or not eps > 0:
+        return None
+    n, ch = c.shapes[x][0], c.shapes[x][1]
+    h, w = c.shapes[x][2], c.shapes[x][3]
+    if axes == (2, 3):
+        groups, src = ch, x
+    elif axes == (1, 2, 3):
+        groups = 1
+    else:
+        return None
+    scale = c.const(np.full(groups, 1 / np.sqrt(k), _F32), div.name + "/scale")
+    bias = c.const(np.zeros(groups, _F32), div.name + "/bias")
+    attrs = {"epsilon": float(eps / k)}
+    if groups == ch:
+        new = [Node("InstanceNormalization", div.name + "/instnorm", [src, scale, bias],
+                    list(div.outputs), attrs)]
+    else:   # over C, H, W: x as (N, 1, C*H, W)
+        flat, normed = div.outputs[0] + "::flat", div.outputs[0] + "::normed"
+        new = [Node("Reshape", div.name + "/flat",
+                    [x, c.const(np.array([n, 1, ch * h, w], np.int64), div.name)], [flat], {}),
+               Node("InstanceNormalization", div.name + "/instnorm", [flat, scale, bias],
+                    [normed], attrs),
+               Node("Reshape", div.name + "/back",
+                    [normed, c.const(np.array([n, ch, h, w], np.int64), div.name)],
+                    list(div.outputs), {})]
+    c.new += new
+    for m in (div, sub, sqrt, add, d, sq):
+        c.fused.setdefault(m.name, f"into InstanceNormalization {div.name + '/instnorm'!r}")
+    count.norm_pattern += 1
+    return new
+
+
+# --- GroupNorm ----------------------------------------------------------------------------------
+
+def _groupnorm(c: _Ctx, inorm: Node, count: Rewrites) -> None:
+    r1 = c.made_by(inorm.inputs[0], "Reshape")
+    if r1 is None or not c.sole(inorm.inputs[0]) or r1.inputs[1] not in c.consts:
+        return
+    x = r1.inputs[0]
+    xs, ys = c.shapes.get(x, ()), c.shapes.get(inorm.inputs[0], ())
+    if len(xs) != 4 or len(ys) != 3 or ys[0] != xs[0] or xs[1] % ys[1]:
+        return
+    n, ch, h, w = xs
+    g = ys[1]
+    target = (n, g, ch // g * h, w)
+    r1.inputs = [x, c.const(np.array(target, np.int64), r1.name)]
+    c.shapes[inorm.inputs[0]] = c.shapes[inorm.outputs[0]] = target
+    for node in (r1, inorm):
+        c.replaced[node.name] = place(c.sp, node)
+    count.groupnorm_pattern += 1
+
+
+# --- Pad into Conv ------------------------------------------------------------------------------
+
+def _pad_into_conv(c: _Ctx, conv: Node, count: Rewrites):
+    pad = c.made_by(conv.inputs[0], "Pad")
+    if pad is None or not c.sole(conv.inputs[0]) or pad.attrs.get("mode", "constant") \
+            != "constant" or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
+        return None
+    if len(pad.inputs) > 1 and pad.inputs[1]:
+        pads = c.consts.get(pad.inputs[1])
+    else:
+        pads = pad.attrs.get("pads")
+    value = c.scalar(pad.inputs[2]) if len(pad.inputs) > 2 and pad.inputs[2] else \
+        float(pad.attrs.get("value", 0.0))
+    if pads is None or value != 0.0 or (len(pad.inputs) > 3 and pad.inputs[3]):
+        return None
+    p = [int(v) for v in np.asarray(pads).reshape(-1)]
+    if len(p) != 8 or any(p[i] for i in (0, 1, 4, 5)) or min(p) < 0:
+        return None
+    own = list(conv.attrs.get("pads") or [0, 0, 0, 0])
+    conv.attrs = dict(conv.attrs, pads=[own[0] + p[2], own[1] + p[3], own[2] + p[6],
+                                        own[3] + p[7]])
+    conv.inputs = [pad.inputs[0]] + conv.inputs[1:]
+    c.fused[pad.name] = f"into Conv {conv.name!r}'s pads"
+    count.pad_into_conv += 1
+    return [conv]

@@ -1,0 +1,158 @@
+"""The six generator families as torch.onnx.export writes them (tests/fixtures/generators, made by
+tools/export_fixtures.py) run in the native executor and match onnxruntime to 1e-4 of the output
+range, at an even and an odd size; nodes the native side cannot run go to onnxruntime inside
+the plan, and the plan says which and why."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from a2r_edge.model import NativeExecutor, UnsupportedOpError
+from onnx_graphs import Builder
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
+# name -> (even size, odd size); ugatit_full was exported at a fixed 24 x 24
+SIZES = {
+    "cyclegan_resnet": ((32, 48), (37, 29)),
+    "pix2pix_unet": ((64, 32), (37, 45)),
+    "ugatit_light": ((32, 40), (33, 27)),
+    "animeganv2": ((32, 48), (37, 29)),
+    "animeganv2_dynamo": ((32, 48), (37, 29)),
+    "rrdb_x4": ((16, 24), (15, 21)),
+    "realcugan_unet": ((32, 24), (21, 27)),
+}
+RANGE_TOL = 1e-4   # of the output range (max - min of onnxruntime's output)
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name + ".onnx")
+
+
+def ort_outputs(path, x):
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})
+
+
+def assert_matches(path, ex, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # the partition warning
+        got = {k: v.copy() for k, v in ex.run_many({ex.input_names[0]: x}).items()}
+    for name, ref in zip(ex.output_names, ort_outputs(path, x)):
+        assert got[name].shape == ref.shape, name
+        tol = RANGE_TOL * max(float(ref.max() - ref.min()), 1e-6)
+        err = float(np.abs(got[name] - ref).max())
+        assert err <= tol, f"{name}: max error {err:.3g} > {tol:.3g}"
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_generator_matches_onnxruntime_at_even_and_odd_size(name):
+    ex = NativeExecutor(fixture(name))
+    rng = np.random.default_rng(0)
+    for h, w in SIZES[name]:
+        x = rng.uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+        assert_matches(fixture(name), ex, x)
+        text = ex.describe()
+        assert "placement:" in text
+        moved = ex.plan_for({ex.input_names[0]: x.shape}).specialised.foreign()
+        for pl in moved:   # every node on onnxruntime is listed with its reason
+            assert repr(pl.node) in text and pl.why
+
+
+def test_fixed_size_generator_matches_at_its_size():
+    ex = NativeExecutor(fixture("ugatit_full"))
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 24, 24)).astype(np.float32)
+    assert_matches(fixture("ugatit_full"), ex, x)
+
+
+def test_shape_arithmetic_is_folded_per_size():
+    """U-GAT-IT's torch.var exports n / (n - 1) from Shape -> Gather -> ReduceProd -> Cast ->
+    Sub -> Div; pix2pix's pad to a multiple of 32 uses Mod and Sub on the input's shape: for
+    one size every such node is a constant, none runs."""
+    for name, shape in (("ugatit_light", (1, 3, 33, 27)), ("pix2pix_unet", (1, 3, 37, 45))):
+        ex = NativeExecutor(fixture(name))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sp = ex.plan_for({ex.input_names[0]: shape}).specialised
+        where = {pl.node: pl.where for pl in sp.placements}
+        shape_ops = {"Shape", "Gather", "ReduceProd", "Cast", "Mod", "Equal", "Where",
+                     "ConstantOfShape", "Expand"}
+        ran = [n.op for n in ex.graph.nodes if n.op in shape_ops and where[n.name] != "folded"
+               and n.op != "Expand"]
+        assert not ran, ran
+        assert sum(1 for w in where.values() if w == "folded") > 20
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fit", ["resize", "tile"])
+def test_fixed_size_generator_runs_other_sizes_by_fitting(fit):
+    """ugatit_full takes 24 x 24 only; pictures of other sizes (even and odd) are resized to it
+    (or tiled), the same as doing so around onnxruntime; describe() says so."""
+    from a2r_edge.model import fit as fitting
+    path = fixture("ugatit_full")
+    ex = NativeExecutor(path, fit=fit)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ort_run = lambda t: sess.run(None, {"input": t})[0]  # noqa: E731
+    rng = np.random.default_rng(3)
+    for h, w in ((40, 32), (37, 29)):
+        x = rng.uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+        got = ex.run(x)
+        ref = fitting.run_fitted(ort_run, x, (24, 24), fit)
+        assert got.shape == (1, 3, h, w)
+        tol = RANGE_TOL * float(ref.max() - ref.min())
+        assert float(np.abs(got - ref).max()) <= tol
+        text = ex.describe(x.shape)
+        assert f"input {h}x{w}" in text and "fixed 24x24" in text
+    with pytest.raises(ValueError, match="must have shape"):
+        ex.run_many({"input": np.zeros((1, 3, 40, 32), np.float32)})   # no fitting there
+
+
+def hardmax_model():
+    """Conv -> Hardmax (an op no image generator uses, so no native kernel) -> Relu."""
+    b = Builder(np.random.default_rng(0), 3)
+    y = b.node("Hardmax", [b.conv("x", 3, 4)], axis=-1)
+    return b.model(b.node("Relu", [b.conv(y, 4, 3)]))
+
+
+def test_partition_runs_the_rest_natively_warns_once_and_strict_refuses():
+    m = hardmax_model()
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 3, 9, 12)).astype(np.float32)
+    ex = NativeExecutor(m)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = ex.run(x).copy()
+        ex.run(np.ascontiguousarray(x[:, :, :7, :5]))
+    moved = [str(w.message) for w in caught if "onnxruntime" in str(w.message)]
+    assert len(moved) == 1 and "1 of 4 nodes" in moved[0] and "strict=True" in moved[0]
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(y, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    text = ex.describe(x.shape)
+    assert "3 nodes native, 1 on onnxruntime in 1 regions" in text
+    assert "no native kernel for Hardmax" in text
+    with pytest.raises(UnsupportedOpError, match="Hardmax"):
+        NativeExecutor(m, strict=True)
+
+
+def test_cli_strict_refuses_and_default_runs_the_partitioned_model(tmp_path):
+    import subprocess
+    import sys
+
+    import cv2
+    import onnx
+    path = tmp_path / "hardmax.onnx"
+    onnx.save(hardmax_model(), str(path))
+    cv2.imwrite(str(tmp_path / "in.png"), np.full((20, 24, 3), 100, np.uint8))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = [sys.executable, "-m", "a2r_edge", "convert", "--model", str(path), "-q",
+            str(tmp_path / "in.png")]
+    strict = subprocess.run(base + ["-o", str(tmp_path / "a.png"), "--strict"], cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 2 and "Hardmax" in strict.stderr, strict.stderr
+    assert "Traceback" not in strict.stderr and not (tmp_path / "a.png").exists()
+    ok = subprocess.run(base + ["-o", str(tmp_path / "b.png")], cwd=root,
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert cv2.imread(str(tmp_path / "b.png")).shape == (20, 24, 3)

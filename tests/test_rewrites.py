@@ -1,0 +1,122 @@
+"""Graph rewrites of exporter patterns (model/rewrite.py): each fires on the graphs the exporters
+write and leaves the result equal to onnxruntime's."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from a2r_edge.model import NativeExecutor
+from onnx_graphs import Builder
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
+
+
+def plan(ex, shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return ex.plan_for({ex.input_names[0]: shape})
+
+
+def run_both(m, x):
+    ex = NativeExecutor(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = ex.run(x).copy()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return ex, got, sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("name,field,expected", [
+    ("pix2pix_unet", "batchnorm_into_conv", 4),     # ConvTranspose -> BatchNorm (eval)
+    ("ugatit_light", "norm_pattern", 12),           # 3 ILN/adaILN x (instance + layer) x 2
+    ("animeganv2", "groupnorm_pattern", 21),        # every GroupNorm(1, C)
+])
+def test_rewrites_fire_on_exported_generators(name, field, expected):
+    ex = NativeExecutor(os.path.join(FIXTURES, name + ".onnx"))
+    p = plan(ex, (1, 3, 37, 29))
+    assert getattr(p.rewrites, field) == expected
+    assert f"{field}={expected}" in p.describe()
+
+
+def test_decomposed_norms_run_as_native_instance_norms():
+    """U-GAT-IT: no ReduceMean, Sqrt or Div of the norms is left to onnxruntime."""
+    ex = NativeExecutor(os.path.join(FIXTURES, "ugatit_light.onnx"))
+    sp = plan(ex, (1, 3, 32, 32)).specialised
+    left = {pl.op for pl in sp.placements if pl.where == "onnxruntime"}
+    assert not left & {"ReduceMean", "Sqrt", "Div", "Sub"}, left
+    assert sum(pl.op == "InstanceNormalization" and pl.where == "native"
+               for pl in sp.placements) >= 12
+
+
+def layernorm_model(pow_form: bool, axes, unbiased: float = 1.0):
+    """(x - mean) / sqrt(var * k + eps) written out, as torch / tf2onnx export it."""
+    b = Builder(np.random.default_rng(3), 4)
+    x = b.conv("x", 4, 4)
+    mean = b.node("ReduceMean", [x], axes=axes, keepdims=1)
+    d = b.node("Sub", [x, mean])
+    sq = b.node("Pow", [d, b.const(2.0)]) if pow_form else b.node("Mul", [d, d])
+    var = b.node("ReduceMean", [sq], axes=axes, keepdims=1)
+    if unbiased != 1.0:
+        var = b.node("Div", [b.node("Mul", [var, b.const(unbiased * 7)]), b.const(7.0)])
+    den = b.node("Sqrt", [b.node("Add", [var, b.const(1e-5)])])
+    return b.model(b.node("Relu", [b.node("Div", [d, den])]))
+
+
+@pytest.mark.parametrize("pow_form,axes,k", [(True, [2, 3], 1.0), (False, [1, 2, 3], 1.0),
+                                             (False, [2, 3], 64 / 63), (True, [-3, -2, -1], 1.2)])
+def test_decomposed_norm_matches_onnxruntime(pow_form, axes, k):
+    m = layernorm_model(pow_form, axes, k)
+    x = np.random.default_rng(4).standard_normal((1, 4, 8, 7)).astype(np.float32) * 3 + 1
+    ex, got, ref = run_both(m, x)
+    assert plan(ex, x.shape).rewrites.norm_pattern == 1
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_partial_pattern_stays_op_by_op():
+    """Sqrt of something that is not a variance: no rewrite, same result."""
+    b = Builder(np.random.default_rng(5), 3)
+    x = b.conv("x", 3, 3)
+    mean = b.node("ReduceMean", [x], axes=[2, 3], keepdims=1)
+    den = b.node("Sqrt", [b.node("Add", [b.node("Mul", [mean, mean]), b.const(1.0)])])
+    m = b.model(b.node("Div", [b.node("Sub", [x, mean]), den]))
+    x0 = np.random.default_rng(6).standard_normal((1, 3, 6, 5)).astype(np.float32)
+    ex, got, ref = run_both(m, x0)
+    assert plan(ex, x0.shape).rewrites.norm_pattern == 0
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_standalone_and_after_conv():
+    b = Builder(np.random.default_rng(7), 3)
+    rng = np.random.default_rng(8)
+
+    def bn(t, c):
+        return b.node("BatchNormalization", [t, b.const(rng.uniform(0.5, 1.5, c)),
+                                             b.const(rng.normal(0, 0.1, c)),
+                                             b.const(rng.normal(0, 0.1, c)),
+                                             b.const(rng.uniform(0.5, 1.5, c))], epsilon=1e-3)
+    y = bn(b.conv("x", 3, 5), 5)            # folded into the Conv
+    y = bn(b.node("Relu", [y]), 5)          # after a Relu: a per-channel Mul and Add
+    m = b.model(y)
+    x = rng.standard_normal((1, 3, 9, 6)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    rw = plan(ex, x.shape).rewrites
+    assert (rw.batchnorm_into_conv, rw.batchnorm_as_affine) == (1, 1)
+    assert not plan(ex, x.shape).specialised.foreign()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_zero_pad_into_conv():
+    b = Builder(np.random.default_rng(9), 3)
+    b.inits.append(numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 3, 0], np.int64), "pads"))
+    y = b.conv(b.node("Pad", ["x", "pads"]), 3, 4, pad=1)
+    m = b.model(y)
+    x = np.random.default_rng(10).standard_normal((1, 3, 7, 8)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    p_ = plan(ex, x.shape)
+    assert p_.rewrites.pad_into_conv == 1 and not p_.specialised.foreign()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
