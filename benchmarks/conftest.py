@@ -84,7 +84,8 @@ def pytest_terminal_summary(terminalreporter):
         return
     tr = terminalreporter
     tr.section("a2r_edge: ratios against peers (same run)")
-    tr.write_line(f"{'op':<17}{'case':<28}{'thr':>4}{'ours ms':>10}{'peer':>26}{'peer ms':>10}"
+    tr.write_line(f"{'op':<17}{'case':<28}{'isa':>9}{'thr':>4}{'ours ms':>10}{'peer':>26}"
+                  f"{'peer ms':>10}"
                   f"{'speedup':>9}{'GB/s':>8}{'%copy':>7}  target")
     for r in RESULTS:
         targets = []
@@ -93,7 +94,7 @@ def pytest_terminal_summary(terminalreporter):
         if "target_bw" in r:
             targets.append(f"{r['target_bw']}: {'met' if r['met_bw'] else 'MISSED'}")
         tr.write_line(
-            f"{r['op']:<17}{r['case']:<28}{r['threads']:>4}{r['ours_ms']:>10.3f}"
+            f"{r['op']:<17}{r['case']:<28}{r['isa']:>9}{r['threads']:>4}{r['ours_ms']:>10.3f}"
             f"{(r.get('peer') or '-'):>26}"
             f"{(format(r['peer_ms'], '.3f') if 'peer_ms' in r else '-'):>10}"
             f"{(format(r['speedup'], '.2f') + 'x' if 'speedup' in r else '-'):>9}"
