@@ -33,6 +33,17 @@ def test_in_place_and_out(native, rng):
     np.testing.assert_allclose(x, want, **ELEMENTWISE)
 
 
+def test_vector_body_equals_scalar_tail(native):
+    """Whole vectors go through the vector exp, a tail through the scalar one: the same bits,
+    over the clamps and special cases too (each 1-element call is all tail)."""
+    x = np.concatenate([np.linspace(-120, 120, 997), [-np.inf, np.inf, np.nan, -0.0, 0.0,
+                        -88.72, -88.73, 88.7, 88.71, -87.3, 87.3, 103.9, 104.0, 1e-30, -1e-30]])
+    x = x.astype(np.float32)
+    whole = ops.silu(x)
+    one_by_one = np.array([ops.silu(x[i:i + 1])[0] for i in range(x.size)], np.float32)
+    np.testing.assert_array_equal(whole.view(np.uint32), one_by_one.view(np.uint32))
+
+
 def test_zero_dimensional(native):
     """A 0-d array keeps its shape (numpy's ascontiguousarray makes it 1-d), with out= too."""
     x = np.array(2.0, np.float32)

@@ -60,6 +60,10 @@ static inline a2r_vf a2r_vload(const float *p) {  /* any alignment */
     return v;
 }
 
+static inline void a2r_vstore(float *p, a2r_vf v) {  /* any alignment */
+    __builtin_memcpy(p, &v, sizeof v);
+}
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define A2R_VMADD(a, b, c) ((a2r_vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
