@@ -274,6 +274,18 @@ def test_gpu_channel_stats_large_offset(ctx, rng):
 
 
 @gpu_test
+@pytest.mark.parametrize("scale", [1e19, 1e38, 3.4e38])
+def test_gpu_channel_stats_near_float_max(ctx, rng, scale):
+    """Finite values whose float Welford overflows (d or d*d beyond 3.4e38): redone in double."""
+    x = ((rng.random((2, 3, 37, 129)) * 2 - 1) * scale).astype(np.float32)
+    x[0, 0] = np.abs(x[0, 0])
+    mean, std = ctx.channel_stats(x, 1e-5)
+    want_mean, want_std = ref.channel_stats(x, 1e-5)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6 * scale)
+    np.testing.assert_allclose(std, want_std, rtol=1e-5)
+
+
+@gpu_test
 @pytest.mark.parametrize("activation", [None, "silu", "relu"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 7), (1, 3, 13, 17), (2, 4, 127, 237),
                                    (1, 8, 270, 480)])
