@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from .. import _kernels
 from . import arena, ops
 from . import fit as fitting
 from .graph import Graph, build_graph, fuse, load_model
@@ -38,7 +39,7 @@ class _Plan:
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
         self.rewrites = rewrite(sp)
         shapes = sp.shapes
-        spliced, self.regions = partition(sp)
+        spliced, self.regions = partition(sp, threads=_kernels.num_threads())
         graph = dataclasses.replace(sp.graph, nodes=spliced)
         nodes, self.fusions = fuse(graph, shapes)
         for nd in nodes:   # a fused node keeps the input-independent parts of its attributes

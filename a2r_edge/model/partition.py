@@ -106,6 +106,8 @@ def _session(n: Node):
         so.intra_op_num_threads = int(threads)
         so.inter_op_num_threads = 1
     so.log_severity_level = 3
+    # the native kernels run between regions: a spinning pool would steal their cores
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(n.attrs["model"], so, providers=["CPUExecutionProvider"])
 
 
