@@ -152,13 +152,14 @@ class _Plan:
             return flat[off:off + size(t)].reshape(shapes[t])
 
         self.inputs = {name: view(name) for name in input_shapes}
-        self.steps = []
+        self.steps, self.step_nodes = [], []   # step_nodes[i]: the fused node steps[i] runs
         for nd, ids in zip(nodes, scratch_ids):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
             step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
+                self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
 
     def describe(self) -> str:
@@ -203,6 +204,24 @@ def placement_lines(sp, regions: dict) -> list[str]:
         lines.append(f"  {name}: " + "; ".join(
             f"{why[m][0]} {m!r} ({why[m][1]})" for m in members))
     return lines
+
+
+def profile(plan: _Plan, runs: int = 5) -> dict[str, float]:
+    """{op: median seconds per run} of ``plan``'s steps, each timed on its own (the plan's
+    inputs as they are): where a model's time goes. An onnxruntime region counts as one op."""
+    import time
+    per_step = np.zeros((runs, len(plan.steps)))
+    for r in range(runs + 1):
+        for i, step in enumerate(plan.steps):
+            t = time.perf_counter()
+            step()
+            if r:   # the first run warms up
+                per_step[r - 1, i] = time.perf_counter() - t
+    median = np.median(per_step, axis=0)
+    out: dict[str, float] = {}
+    for nd, t in zip(plan.step_nodes, median):
+        out[nd.op] = out.get(nd.op, 0.0) + float(t)
+    return out
 
 
 class NativeExecutor:
