@@ -317,11 +317,11 @@ class NativeExecutor:
         return p.outputs
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        """One float32 NCHW input -> the one output (owned, overwritten by the next run)."""
-        if len(self.input_names) != 1 or len(self.output_names) != 1:
-            raise ValueError(f"run() needs a single-input single-output model; this one has "
-                             f"inputs {self.input_names} and outputs {self.output_names}: use "
-                             f"run_many()")
+        """One float32 NCHW input -> the first output, the picture (owned, overwritten by the
+        next run); a generator's other outputs (U-GAT-IT's attention maps) are in run_many."""
+        if len(self.input_names) != 1:
+            raise ValueError(f"run() needs a single-input model; this one has inputs "
+                             f"{self.input_names}: use run_many()")
         if self.fixed and isinstance(x, np.ndarray) and x.ndim == 4 \
                 and x.shape[2:] != self.fixed:
             return fitting.run_fitted(self._run_one, x, self.fixed, self.fit)
