@@ -169,3 +169,18 @@ def test_engine_converts_with_multi_output_and_fixed_size_generators(name):
     img = np.random.default_rng(4).integers(0, 256, (36, 28, 3), dtype=np.uint8)
     out = Engine(fixture(name), backend="native").convert(img)
     assert out.shape == img.shape and out.dtype == np.uint8
+
+
+def test_integer_tensor_between_two_onnxruntime_regions():
+    """ArgMax (int64) in one region, read by a Cast in a later one, a native node between."""
+    b = Builder(np.random.default_rng(5), 3)
+    am = b.node("ArgMax", ["x"], axis=1, keepdims=1)
+    r = b.node("Relu", ["x"])
+    c = b.node("Cast", [am], to=1)
+    m = b.model(b.node("Add", [r, c]))
+    x = np.random.default_rng(6).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = NativeExecutor(m).run(x)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got, sess.run(None, {"x": x})[0])
