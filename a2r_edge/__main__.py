@@ -1,6 +1,8 @@
 """``python -m a2r_edge``: the command line.
 
   convert   pictures in, photo-realistic pictures out (see apps/convert.py)
+  model     model check MODEL: coverage, parity and speed of a bring-your-own ONNX model
+            against onnxruntime (see apps/model_check.py)
   info      the setup report: version, CPU kernel level, OpenMP and threads, the hardware, where
             each stage of the model runs and why (the plan), every A2R_* setting
 Usage errors, bad settings and bad inputs print one line each and exit with code 2.
@@ -11,7 +13,7 @@ import argparse
 import platform
 import sys
 
-from .apps import convert
+from .apps import convert, model_check
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -55,13 +57,15 @@ def main(argv: list[str] | None = None) -> int:
                                      description="a2r_edge: anime -> photo-realistic pictures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     convert.add_parser(sub)
+    model_check.add_parser(sub)
     info = sub.add_parser("info", help="print the setup report (kernels, threads, hardware, "
                                        "the plan, settings)")
     info.add_argument("--model", help="model package folder or ONNX file (default: bundled)")
     info.add_argument("--device", default="auto", help="auto | cpu | gpu | split")
     args = parser.parse_args(argv)
     try:
-        return {"info": _info, "convert": convert.run}[args.command](args)
+        return {"info": _info, "convert": convert.run,
+                "model": model_check.run}[args.command](args)
     except (ValueError, OSError) as exc:  # bad settings, models, paths: one line, exit 2
         print(f"a2r_edge: error: {exc}", file=sys.stderr)
         return 2

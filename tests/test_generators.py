@@ -156,3 +156,31 @@ def test_cli_strict_refuses_and_default_runs_the_partitioned_model(tmp_path):
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert cv2.imread(str(tmp_path / "b.png")).shape == (20, 24, 3)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", ["ugatit_light", "ugatit_full"])
+def test_engine_converts_with_multi_output_and_fixed_size_generators(name):
+    """U-GAT-IT returns (picture, cam_logit, heatmap): the picture is the first output; the full
+    model takes 24 x 24 only: other pictures are fitted to it. (A plain ONNX file has stride 1:
+    the light model's two stride-2 stages give 40 x 32 for 37 x 29, as in onnxruntime; a
+    manifest with "stride": 4 pads such pictures.)"""
+    from a2r_edge.engine import Engine
+    img = np.random.default_rng(4).integers(0, 256, (36, 28, 3), dtype=np.uint8)
+    out = Engine(fixture(name), backend="native").convert(img)
+    assert out.shape == img.shape and out.dtype == np.uint8
+
+
+def test_integer_tensor_between_two_onnxruntime_regions():
+    """ArgMax (int64) in one region, read by a Cast in a later one, a native node between."""
+    b = Builder(np.random.default_rng(5), 3)
+    am = b.node("ArgMax", ["x"], axis=1, keepdims=1)
+    r = b.node("Relu", ["x"])
+    c = b.node("Cast", [am], to=1)
+    m = b.model(b.node("Add", [r, c]))
+    x = np.random.default_rng(6).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = NativeExecutor(m).run(x)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got, sess.run(None, {"x": x})[0])

@@ -64,10 +64,55 @@ def add_parser(sub) -> None:
                         "one as ray.init() does (RAY_ADDRESS, else a new local Ray); put --ray "
                         "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
                         "local run writes")
+    g = p.add_argument_group(
+        "pixel conventions of a plain ONNX --model (a package states them in its manifest; "
+        "default: RGB in [-1, 1] in and out)")
+    g.add_argument("--input-range", choices=("-1,1", "0,1"),
+                   help="the network's input range (0,1: ESRGAN / Real-CUGAN style)")
+    g.add_argument("--mean", type=_triple, metavar="R,G,B",
+                   help="input mean per channel in [0, 1] units (with --std; instead of "
+                        "--input-range), e.g. 0.485,0.456,0.406")
+    g.add_argument("--std", type=_triple, metavar="R,G,B", help="input std per channel")
+    g.add_argument("--channel-order", choices=("RGB", "BGR"),
+                   help="the network's channel order, input and output (default RGB)")
+    g.add_argument("--output-range", choices=("-1,1", "0,1"),
+                   help="the network's output range (default: as its input)")
     p.add_argument("--strict", action="store_true",
                    help="refuse a model with a node the native executor cannot run (and a GPU "
                         "stage that fails) instead of running it on onnxruntime (or the CPU)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _triple(text: str) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(f"expected three numbers R,G,B, got {text!r}")
+    return values
+
+
+def model_with_conventions(args: argparse.Namespace):
+    """--model, or the plain ONNX file wrapped with the convention flags given."""
+    flags = {k: getattr(args, k, None) for k in ("input_range", "mean", "std", "channel_order",
+                                                  "output_range")}
+    if all(v is None for v in flags.values()):
+        return args.model
+    from ..model import conventions
+    from ..model import package as pkg
+    if args.model is None or not Path(args.model).is_file():
+        raise ValueError("--input-range, --mean/--std, --channel-order and --output-range "
+                         "apply to a plain ONNX --model file (a package states them in its "
+                         "manifest.json)")
+    if (flags["mean"] is None) != (flags["std"] is None) or (
+            flags["mean"] is not None and flags["input_range"] is not None):
+        raise ValueError("give --mean with --std, or --input-range, not both")
+    fields = {k: v for k, v in flags.items() if v is not None and k not in ("mean", "std")}
+    mean, std = flags["mean"] or (0.5,) * 3, flags["std"] or (0.5,) * 3
+    if 0.0 in std:
+        raise ValueError("--std must not contain 0")
+    return pkg.wrap_onnx(args.model, conventions.from_fields(fields, mean, std))
 
 
 def style_colour(text: str) -> float:
@@ -150,7 +195,8 @@ def convert_here(args: argparse.Namespace, files: list[Path],
     errors are usage errors); the pictures are converted as the results are taken."""
     from ..engine import Engine
 
-    engine = Engine(args.model, device=args.device, roi=args.roi, strict=args.strict)
+    engine = Engine(model_with_conventions(args), device=args.device, roi=args.roi,
+                    strict=args.strict)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
 
     def results():

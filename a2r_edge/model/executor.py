@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from .. import _kernels
 from . import arena, ops
 from . import fit as fitting
 from .graph import Graph, build_graph, fuse, load_model
@@ -38,7 +39,7 @@ class _Plan:
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
         self.rewrites = rewrite(sp)
         shapes = sp.shapes
-        spliced, self.regions = partition(sp)
+        spliced, self.regions = partition(sp, threads=_kernels.num_threads())
         graph = dataclasses.replace(sp.graph, nodes=spliced)
         nodes, self.fusions = fuse(graph, shapes)
         for nd in nodes:   # a fused node keeps the input-independent parts of its attributes
@@ -151,13 +152,14 @@ class _Plan:
             return flat[off:off + size(t)].reshape(shapes[t])
 
         self.inputs = {name: view(name) for name in input_shapes}
-        self.steps = []
+        self.steps, self.step_nodes = [], []   # step_nodes[i]: the fused node steps[i] runs
         for nd, ids in zip(nodes, scratch_ids):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
             step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
+                self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
 
     def describe(self) -> str:
@@ -202,6 +204,24 @@ def placement_lines(sp, regions: dict) -> list[str]:
         lines.append(f"  {name}: " + "; ".join(
             f"{why[m][0]} {m!r} ({why[m][1]})" for m in members))
     return lines
+
+
+def profile(plan: _Plan, runs: int = 5) -> dict[str, float]:
+    """{op: median seconds per run} of ``plan``'s steps, each timed on its own (the plan's
+    inputs as they are): where a model's time goes. An onnxruntime region counts as one op."""
+    import time
+    per_step = np.zeros((runs, len(plan.steps)))
+    for r in range(runs + 1):
+        for i, step in enumerate(plan.steps):
+            t = time.perf_counter()
+            step()
+            if r:   # the first run warms up
+                per_step[r - 1, i] = time.perf_counter() - t
+    median = np.median(per_step, axis=0)
+    out: dict[str, float] = {}
+    for nd, t in zip(plan.step_nodes, median):
+        out[nd.op] = out.get(nd.op, 0.0) + float(t)
+    return out
 
 
 class NativeExecutor:
@@ -297,11 +317,11 @@ class NativeExecutor:
         return p.outputs
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        """One float32 NCHW input -> the one output (owned, overwritten by the next run)."""
-        if len(self.input_names) != 1 or len(self.output_names) != 1:
-            raise ValueError(f"run() needs a single-input single-output model; this one has "
-                             f"inputs {self.input_names} and outputs {self.output_names}: use "
-                             f"run_many()")
+        """One float32 NCHW input -> the first output, the picture (owned, overwritten by the
+        next run); a generator's other outputs (U-GAT-IT's attention maps) are in run_many."""
+        if len(self.input_names) != 1:
+            raise ValueError(f"run() needs a single-input model; this one has inputs "
+                             f"{self.input_names}: use run_many()")
         if self.fixed and isinstance(x, np.ndarray) and x.ndim == 4 \
                 and x.shape[2:] != self.fixed:
             return fitting.run_fitted(self._run_one, x, self.fixed, self.fit)

@@ -17,6 +17,9 @@ Manifest (format ``a2r_edge.model/1``)::
                  "detail": 1.5}],
      "files": {"encoder.onnx": "<sha256>", ...}}
 
+Pixel conventions (optional ``input_range``, ``channel_order``, ``output_range``; the plain
+ONNX default RGB in [-1, 1] in and out): see ``conventions.py``.
+
 Stage kinds: ``onnx`` (a network; ``add_input``: it predicts a residual, added to the normalised
 input picture), ``adain`` (features renormalised to target statistics: a reference photo's, else
 those of ``stats``, see ``AdainStats``), ``guided_filter`` (detail stage: base = guided filter of
@@ -32,6 +35,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from . import conventions
 
 FORMAT = "a2r_edge.model/1"
 STAGE_KINDS = ("onnx", "adain", "guided_filter")
@@ -230,33 +235,58 @@ def load_package(folder) -> ModelPackage:
     stages = tuple(_check_stage(folder, s, i, checksums) for i, s in enumerate(stages))
     if not any(s.kind == "onnx" for s in stages):
         raise ModelPackageError("manifest.json has no 'onnx' stage: nothing to run")
-    norm = _field(manifest, "normalization", dict)
     scale, stride = _field(manifest, "scale", int), _field(manifest, "stride", int)
     if scale < 1 or stride < 1:
         raise ModelPackageError(f"manifest.json scale and stride must be >= 1, got {scale}, "
                                 f"{stride}")
-    std = _triple(norm.get("std"), "std")
+    if "input_range" in manifest and "normalization" not in manifest:
+        mean, std = (0.0,) * 3, (1.0,) * 3   # replaced by the range below
+    else:
+        norm = _field(manifest, "normalization", dict)
+        mean, std = _triple(norm.get("mean"), "mean"), _triple(norm.get("std"), "std")
     if 0.0 in std:
         raise ModelPackageError("manifest.json normalization.std must not contain 0")
+    try:
+        conv = conventions.from_fields(manifest, mean, std)
+    except ValueError as exc:
+        raise ModelPackageError(f"manifest.json: {exc}") from None
     return ModelPackage(
         name=_field(manifest, "name", str), version=str(manifest.get("version", "")),
         license=str(manifest.get("license", "unknown")),
         description=str(manifest.get("description", "")), scale=scale, stride=stride,
         receptive_field=int(manifest.get("receptive_field", 0)),
-        mean=_triple(norm.get("mean"), "mean"), std=std, stages=stages, folder=folder)
+        mean=conv.mean, std=conv.std, stages=_adapted(stages, conv), folder=folder)
 
 
-def wrap_onnx(path) -> ModelPackage:
-    """A plain ONNX image-to-image file as a one-stage package: RGB float32 NCHW in [-1, 1]
-    (mean = std = 0.5) in and out, at whatever scale the network has."""
+def _adapted(stages: tuple[Stage, ...], conv: conventions.Conventions) -> tuple[Stage, ...]:
+    """The stages with the network adapted to the Engine's pixel convention (conventions.py)."""
+    if conv.plain:
+        return stages
+    nets = [s for s in stages if s.kind == "onnx"]
+    if len(nets) != 1:
+        raise ModelPackageError("channel_order BGR and output_range are supported for "
+                                "packages with one onnx stage")
+    try:
+        path = conventions.adapt(nets[0].params["file"], conv)
+    except ValueError as exc:
+        raise ModelPackageError(str(exc)) from None
+    return tuple(Stage(s.name, s.kind, dict(s.params, file=path)) if s is nets[0] else s
+                 for s in stages)
+
+
+def wrap_onnx(path, conv: conventions.Conventions | None = None) -> ModelPackage:
+    """A plain ONNX image-to-image file as a one-stage package, at whatever scale the network
+    has. conv: its pixel conventions (default: RGB float32 NCHW in [-1, 1], mean = std = 0.5,
+    in and out; see conventions.py)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise ModelPackageError(f"model file not found: {path}")
+    conv = conv or conventions.Conventions()
     stage = Stage("network", "onnx", {"name": "network", "kind": "onnx", "file": path})
     return ModelPackage(name=path.stem, version="", license="unknown",
                         description=f"plain ONNX model {path.name}", scale=None, stride=1,
-                        receptive_field=0, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-                        stages=(stage,), folder=None)
+                        receptive_field=0, mean=conv.mean, std=conv.std,
+                        stages=_adapted((stage,), conv), folder=None)
 
 
 def resolve(model) -> ModelPackage:

@@ -6,8 +6,8 @@ by one ``OnnxRuntimeRegion`` node: a sub-model of those nodes, its constant inpu
 initializers, its run-time inputs and outputs typed with this size's shapes. The region's step
 feeds the arena views of its inputs to an onnxruntime session and copies the results into the
 arena views of its outputs; float32 tensors live in the arena like any other. A non-float tensor
-(an integer index computed at run time) lives in a buffer of the plan beside the arena, since
-only the onnxruntime side reads it.
+(an integer index computed at run time) that the plan has no buffer of its dtype for lives in a
+store of the regions beside the arena (only onnxruntime regions read it then).
 
 Cost: one session per region per plan (built once per input size, like the rest of the plan),
 and one copy of each region output per run.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
 from .graph import Graph, Node
 from .ops.base import INTERNAL, OpSpec, register
 from .specialise import Specialised, node_proto
@@ -86,7 +85,7 @@ def _region(members: list[Node], end: int, last_use, spec: Specialised, k: int, 
     return Node(REGION_OP, f"onnxruntime[{members[0].name}..{members[-1].name}]", ins, outs,
                 dict(model=model.SerializeToString(), members=[m.name for m in members],
                      ops=[m.op for m in members], threads=threads, side=side,
-                     in_float=[spec.dtypes[t] == np.float32 for t in ins],
+                     in_dtypes=[spec.dtypes[t] for t in ins],
                      out_shapes=[spec.shapes[t] for t in outs],
                      out_dtypes=[spec.dtypes[t] for t in outs]), INTERNAL)
 
@@ -106,6 +105,8 @@ def _session(n: Node):
         so.intra_op_num_threads = int(threads)
         so.inter_op_num_threads = 1
     so.log_severity_level = 3
+    # the native kernels run between regions: a spinning pool would steal their cores
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(n.attrs["model"], so, providers=["CPUExecutionProvider"])
 
 
@@ -116,10 +117,12 @@ def _out_shapes(n: Node, in_shapes, graph: Graph) -> list[tuple]:
 def _build(n: Node, graph: Graph, shapes, view, scratch):
     sess = _session(n)
     side = n.attrs["side"]
-    feeds = [(t, view(t) if f else None) for t, f in zip(n.inputs, n.attrs["in_float"])]
-    dests = []
-    for t, dt in zip(n.outputs, n.attrs["out_dtypes"]):
-        dests.append(view(t) if np.dtype(dt) == np.float32 else None)
+
+    def bound(t, dt):   # the plan's buffer of t when it holds that dtype, else the side store
+        v = view(t)
+        return v if v.dtype == np.dtype(dt) else None
+    feeds = [(t, bound(t, dt)) for t, dt in zip(n.inputs, n.attrs["in_dtypes"])]
+    dests = [bound(t, dt) for t, dt in zip(n.outputs, n.attrs["out_dtypes"])]
 
     def run_region():
         res = sess.run(n.outputs, {t: (v if v is not None else side[t]) for t, v in feeds})
@@ -137,4 +140,3 @@ def _reference(n: Node, inputs):
 
 
 register(OpSpec(REGION_OP, _out_shapes, _build, _reference, domain=INTERNAL))
-assert ops.lookup(REGION_OP) is not None

@@ -70,7 +70,7 @@ def specialise(graph: Graph, input_shapes: dict[str, tuple] | None, *, strict: b
     shapes: dict[str, tuple] = {}
     dtypes: dict[str, np.dtype] = {}
     for name, _ in graph.inputs:
-        dtypes[name] = _FLOAT
+        dtypes[name] = np.dtype(getattr(graph, "input_dtypes", {}).get(name, _FLOAT))
         if input_shapes is not None:
             shapes[name] = _checked_shape(tuple(input_shapes[name]), f"input {name!r}")
     limit = memory_limit_elements()
@@ -253,18 +253,24 @@ def _place(n: Node, shapes, dtypes, consts, graph, strict, refused):
     spec = ops.lookup(n.op) if n.domain in ops.DEFAULT_DOMAINS or n.op == "AdaIN" else None
     runtime_ins = [s for s in n.inputs if s and s not in consts]
     why = ""
+    # an op that states its output dtypes (out_dtypes) runs non-float tensors natively too
+    out_dtypes = getattr(spec, "out_dtypes", None)
     if refused:
         why = refused
     elif spec is None:
         why = f"no native kernel for {n.domain + '::' if n.domain else ''}{n.op}"
-    elif any(dtypes[s] != _FLOAT for s in runtime_ins):
+    elif out_dtypes is None and any(dtypes[s] != _FLOAT for s in runtime_ins):
         why = "a run-time input is not float32"
     else:
         in_shapes = [None if not s else tuple(consts[s].shape) if s in consts else shapes[s]
                      for s in n.inputs]
         try:
             outs = spec.out_shapes(n, in_shapes, graph_with(graph, consts))
-            return "native", "", [(tuple(int(d) for d in s), _FLOAT) for s in outs]
+            in_dtypes = [None if not s else consts[s].dtype if s in consts else dtypes[s]
+                         for s in n.inputs]
+            kinds = [_FLOAT] * len(outs) if out_dtypes is None else \
+                [np.dtype(d) for d in out_dtypes(n, in_dtypes)]
+            return "native", "", [(tuple(int(d) for d in s), k) for s, k in zip(outs, kinds)]
         except UnsupportedOpError as exc:
             why = str(exc).split("; the native executor runs")[0]
         except (ValueError, IndexError, KeyError, TypeError, ArithmeticError) as exc:

@@ -1,0 +1,132 @@
+"""``python -m a2r_edge model check MODEL``: what a user runs before trusting a model.
+
+For one input size (default 256 x 256, or the model's fixed size) it reports
+  * load time (reading, checking and folding the graph) and plan time;
+  * per-op coverage: how many nodes of each op type run natively, on onnxruntime inside the
+    native plan (and why), were folded at plan time, or were rewritten into other nodes;
+  * parity against onnxruntime on a seeded random input in [-1, 1]: the largest difference per
+    output, against 1e-4 of the output's range (exit code 1 when it fails);
+  * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
+    medians of --runs runs after one warm-up, and their ratio.
+Bad models print one line and exit 2, like every command.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+PARITY = 1e-4   # of the output range, as the generator tests
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("model", help="inspect a bring-your-own model (model check MODEL)")
+    msub = p.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
+    c = msub.add_parser("check", help="coverage, parity and speed of an ONNX model against "
+                                      "onnxruntime")
+    c.add_argument("model", metavar="MODEL", help="an .onnx file")
+    c.add_argument("--size", type=_size, default=None, metavar="HxW",
+                   help="input size (default 256x256, or the model's fixed size)")
+    c.add_argument("--runs", type=int, default=5, help="timed runs per backend (default 5)")
+    c.add_argument("--no-speed", action="store_true", help="skip the timing")
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be HxW, e.g. 256x256, got {text!r}")
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
+    return h, w
+
+
+def coverage(placements) -> dict[str, dict[str, int]]:
+    """{op: {where: count}} of a plan's source nodes."""
+    table: dict[str, dict[str, int]] = {}
+    for pl in placements:
+        row = table.setdefault(pl.op, {})
+        row[pl.where] = row.get(pl.where, 0) + 1
+    return table
+
+
+def _median_ms(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * float(np.median(times))
+
+
+def run(args: argparse.Namespace) -> int:
+    import onnx  # noqa: F401  (imported before the clock starts: load time is the model's)
+    import onnxruntime as ort
+
+    from ..model import NativeExecutor
+    from ..runtime import cpu
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # the report says it in full
+        ex = NativeExecutor(args.model)
+        load_s = time.perf_counter() - t0
+        if len(ex.input_names) != 1:
+            raise ValueError(f"model check takes one-input models; this one has "
+                             f"{ex.input_names}")
+        dims = ex.graph.inputs[0][1]
+        if len(dims) != 4:
+            raise ValueError(f"model check takes NCHW pictures; the input has shape {dims}")
+        hw = ex.fixed or args.size or (256, 256)
+        shape = (dims[0] or 1, dims[1] or 3) + tuple(hw)
+        t0 = time.perf_counter()
+        plan = ex.plan_for({ex.input_names[0]: shape})
+        plan_s = time.perf_counter() - t0
+        x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        got = {k: v.copy() for k, v in ex.run_many({ex.input_names[0]: x}).items()}
+    print(f"model {args.model}: {len(ex.graph.nodes)} nodes after load-time folding; "
+          f"input {shape}; load {load_s * 1e3:.0f} ms, plan {plan_s * 1e3:.0f} ms")
+    print("\ncoverage (source nodes):")
+    table = coverage(plan.specialised.placements)
+    cols = ("native", "onnxruntime", "fused", "folded")
+    print(f"  {'op':<24}" + "".join(f"{c:>12}" for c in cols))
+    for op in sorted(table, key=lambda o: (-table[o].get("onnxruntime", 0), o)):
+        print(f"  {op:<24}" + "".join(f"{table[op].get(c, 0) or '':>12}" for c in cols))
+    moved = plan.specialised.foreign()
+    if moved:
+        print("\non onnxruntime inside the native plan:")
+        for why in sorted({pl.why for pl in moved}):
+            ops_ = sorted({pl.op for pl in moved if pl.why == why})
+            print(f"  {', '.join(ops_)}: {why}")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
+    refs = sess.run(None, {ex.input_names[0]: x})
+    print("\nparity against onnxruntime (random input in [-1, 1]):")
+    ok = True
+    for name, ref in zip(ex.output_names, refs):
+        span = float(ref.max() - ref.min()) or 1.0
+        err = float(np.abs(got[name].astype(np.float64) - ref).max()) \
+            if got[name].shape == ref.shape else float("inf")
+        good = err <= PARITY * span
+        ok &= good
+        print(f"  {name}: max |native - onnxruntime| {err:.3g} = {err / span:.2g} of the "
+              f"range ({'ok' if good else 'FAIL'}, limit {PARITY:g})")
+    if not args.no_speed:
+        print(f"\nspeed (median of {args.runs} runs, ms):")
+        for threads in sorted({1, cpu.num_threads()}):
+            with cpu.using_threads(threads), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                timed = NativeExecutor(args.model)
+                native = _median_ms(lambda: timed.run_many({ex.input_names[0]: x}), args.runs)
+            so = ort.SessionOptions()
+            so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+            so.log_severity_level = 3
+            s2 = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
+            peer = _median_ms(lambda: s2.run(None, {ex.input_names[0]: x}), args.runs)
+            print(f"  {threads} thread{'s' if threads > 1 else ''}: native {native:.1f}, "
+                  f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
+    return 0 if ok else 1
