@@ -90,6 +90,19 @@ def test_huge_declared_input_size_is_refused_before_allocation(monkeypatch):
         NativeExecutor(m).plan_for({"x": (1, 3, 1 << 14, 1 << 14)})
 
 
+def test_huge_declared_fixed_size_is_refused_before_fitting(monkeypatch):
+    monkeypatch.setenv("A2R_MEMORY_MB", "64")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "fixed",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         [1, 3, 1 << 30, 1 << 30])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         [1, 3, 1 << 30, 1 << 30])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(ValueError, match="A2R_MEMORY_MB"):
+        NativeExecutor(m).run(X)
+
+
 def test_cli_answers_a_400_byte_hostile_model_with_one_line_exit_2(tmp_path):
     path = tmp_path / "pads.onnx"
     onnx.save(model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[2**62] * 4)],

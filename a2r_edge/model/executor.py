@@ -324,6 +324,8 @@ class NativeExecutor:
                              f"{self.input_names}: use run_many()")
         if self.fixed and isinstance(x, np.ndarray) and x.ndim == 4 \
                 and x.shape[2:] != self.fixed:
+            # planned first: a hostile declared size fails here, before the resize allocates
+            self.plan_for({self.input_names[0]: x.shape[:2] + self.fixed})
             return fitting.run_fitted(self._run_one, x, self.fixed, self.fit)
         return self._run_one(x)
 
