@@ -117,3 +117,20 @@ def test_cli_answers_a_400_byte_hostile_model_with_one_line_exit_2(tmp_path):
     assert r.returncode == 2, r.stderr
     errors = [ln for ln in r.stderr.splitlines() if "2^31" in ln or "Conv" in ln]
     assert errors and "Traceback" not in r.stderr, r.stderr
+
+
+def test_legitimate_constant_expand_and_resize_still_fold():
+    """The size guard bounds the real output, not a product of sizes: a (64,) bias expanded to
+    (1, 64, 1, 1) and a small constant resized fold as before."""
+    from a2r_edge.model.specialise import specialise
+    from a2r_edge.model.graph import build_graph, load_model
+    m = model([helper.make_node("Expand", ["b", "s"], ["e"]),
+               helper.make_node("Resize", ["e", "", "", "sz"], ["r"], mode="nearest"),
+               helper.make_node("ReduceMean", ["r"], ["m"], axes=[2, 3], keepdims=1),
+               helper.make_node("Slice", ["m", "st", "en", "ax"], ["c"]),
+               helper.make_node("Add", ["x", "c"], ["y"])],
+              [("b", np.arange(64, dtype=np.float32).reshape(1, 64, 1, 1)),
+               ("s", i64(1, 64, 1, 1)), ("sz", i64(1, 64, 300, 300)),
+               ("st", i64(0)), ("en", i64(3)), ("ax", i64(1))])
+    sp = specialise(build_graph(load_model(m)), None)
+    assert [n.op for n in sp.graph.nodes] == ["Add"]

@@ -173,30 +173,42 @@ def _check_int_overflow(n: Node, inputs: list, outs: list) -> None:
 
 
 def _check_fold_size(n: Node, inputs: list, graph: Graph) -> None:
-    """Refuse an op whose constant inputs ask for a huge output, before it is allocated."""
-    def ints(k):
-        return np.asarray(inputs[k]).astype(np.float64).reshape(-1) \
+    """Refuse an op whose constant inputs ask for a huge output, before it is allocated: the
+    output's dimensions, worked out from the values (an upper bound where the op is complex)."""
+    def vec(k):
+        return np.asarray(inputs[k], np.float64).reshape(-1) \
             if len(inputs) > k and inputs[k] is not None else None
+    x = np.asarray(inputs[0]) if inputs and inputs[0] is not None else np.zeros(())
+    shape = np.array(x.shape, np.float64)
+    want = None
     if n.op == "ConstantOfShape":
-        want = ints(0)
-    elif n.op == "Expand":
-        want = np.maximum(np.pad(ints(1), (max(0, inputs[0].ndim - ints(1).size), 0),
-                                 constant_values=1), 1) * max(1, inputs[0].size)
+        want = vec(0)
+    elif n.op in ("Expand", "Tile") and vec(1) is not None:
+        v = vec(1)
+        if n.op == "Tile":
+            want = shape * v if v.size == shape.size else v
+        else:   # numpy broadcasting of x's shape with v (padded on the left)
+            r = max(v.size, shape.size)
+            a = np.concatenate([np.ones(r - shape.size), shape])
+            b = np.concatenate([np.ones(r - v.size), v])
+            want = np.maximum(a, b)
     elif n.op == "Range":
         start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs[:3])
         if delta == 0 or not np.isfinite([start, limit, delta]).all():
             raise ValueError(f"Range node {n.name!r}: delta {delta} with start {start}, "
                              f"limit {limit}")
         want = np.array([max(0.0, np.ceil((limit - start) / delta))])
-    elif n.op == "Tile":
-        want = np.abs(ints(1)) * max(1, inputs[0].size)
     elif n.op == "Pad":
-        pads = ints(1) if graph.opset >= 11 else np.asarray(n.attrs.get("pads", []), np.float64)
-        want = np.array(inputs[0].shape, np.float64) + pads.reshape(2, -1).sum(0) \
-            if pads is not None and pads.size == 2 * inputs[0].ndim else np.zeros(1)
-    else:   # Resize / Upsample: the largest scale or size given
-        want = np.array([max([np.abs(v).max() if np.size(v) else 0 for v in inputs[1:]
-                              if v is not None] + [1]) * max(1, inputs[0].size)])
+        pads = vec(1) if graph.opset >= 11 else np.asarray(n.attrs.get("pads", []), np.float64)
+        if pads is not None and pads.size == 2 * shape.size:
+            want = shape + pads.reshape(2, -1).sum(0)
+    else:   # Resize (X, roi, scales, sizes) from opset 11; Upsample and Resize-10 (X, scales)
+        old = n.op == "Upsample" or graph.opset < 11
+        scales, sizes = (vec(1), None) if old else (vec(2), vec(3))
+        if sizes is not None and sizes.size:
+            want = sizes
+        elif scales is not None and scales.size == shape.size:
+            want = shape * scales
     if want is not None and (np.any(want < 0) or float(np.prod(want)) > FOLD_LIMIT):
         raise ValueError(f"{n.op} node {n.name!r}: constant output of {want.tolist()} elements "
                          f"(limit {FOLD_LIMIT})")
