@@ -318,7 +318,10 @@ def test_gpu_silu_special_values(ctx):
 
 @gpu_test
 @pytest.mark.parametrize("shape,r", [((1, 4, 1, 1), 2), ((2, 18, 7, 13), 3), ((1, 12, 17, 127), 2),
-                                     ((1, 3, 5, 5), 1), ((1, 64, 135, 240), 4)])
+                                     ((1, 3, 5, 5), 1), ((1, 64, 135, 240), 4),
+                                     # the runtime-r path, w = 1, and more output rows (66,000)
+                                     # than one grid dimension holds (grid-stride over rows)
+                                     ((2, 50, 3, 7), 5), ((1, 16, 9, 1), 4), ((1, 4, 33000, 1), 2)])
 def test_gpu_pixel_shuffle(ctx, rng, shape, r):
     x = rng.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(ctx.pixel_shuffle(x, r), ref.pixel_shuffle(x, r))
