@@ -257,7 +257,10 @@ def test_gpu_postprocess_folds_pixel_shuffle(ctx, rng, h, w, r):
 
 @gpu_test
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 3, 7, 13), (2, 5, 17, 127), (1, 4, 237, 13),
-                                   (1, 3, 1080, 1920)])
+                                   (1, 3, 1080, 1920),
+                                   # ragged chunks and ragged 8-load batches; more planes than
+                                   # one grid dimension holds
+                                   (2, 3, 1, 24581), (1, 70000, 1, 3)])
 def test_gpu_channel_stats(ctx, rng, shape):
     x = rng.standard_normal(shape).astype(np.float32) * 3 + 2
     for got, want in zip(ctx.channel_stats(x, 1e-5), ref.channel_stats(x, 1e-5)):
