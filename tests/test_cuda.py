@@ -291,7 +291,9 @@ def test_gpu_channel_stats_near_float_max(ctx, rng, scale):
 @gpu_test
 @pytest.mark.parametrize("activation", [None, "silu", "relu"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 7), (1, 3, 13, 17), (2, 4, 127, 237),
-                                   (1, 8, 270, 480)])
+                                   (1, 8, 270, 480),
+                                   # a ragged 4-load batch; more planes than a grid dimension
+                                   (1, 3, 1, 1029), (1, 70000, 1, 2)])
 def test_gpu_adain(ctx, rng, shape, activation):
     n, c = shape[:2]
     x = (rng.standard_normal(shape) * 2 + 5).astype(np.float32)
