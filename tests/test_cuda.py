@@ -346,6 +346,25 @@ def test_gpu_guided_filter_matches_cpu(ctx, rng, h, w, r, sc, colour, eps):
 
 
 @gpu_test
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("h,w,r,sc", [
+    (17, 127, 0, 3),     # r = 0: 1x1 windows
+    (1, 1100, 3, 1),     # one row: three row tiles, the last one partial
+    (1100, 1, 3, 1),     # one column: 35 column strips, the last one partial
+    (45, 1030, 5, 3),    # neither side a multiple of the tiles or strips
+    (5, 3, 9, 3),        # r larger than both sides: the windows wrap the reflection
+    (3, 600, 700, 1),    # ... and larger than a row tile
+    (29, 61, 2, 5),      # five src channels: 29 planes for a colour guide
+    (300000, 1, 1, 3),   # more (strip, plane) jobs and rows than one grid dimension holds
+])
+def test_gpu_guided_filter_tiling_edges(ctx, rng, h, w, r, sc, colour):
+    guide = rng.random((h, w, 3) if colour else (h, w)).astype(np.float32)
+    src = rng.random((h, w, sc) if sc > 1 else (h, w)).astype(np.float32)
+    np.testing.assert_allclose(ctx.guided_filter(guide, src, r, 1e-3),
+                               ops.guided_filter(guide, src, r, 1e-3), **FILTER)
+
+
+@gpu_test
 def test_gpu_guided_filter_smooth_colour_guide_guard(ctx):
     # A nearly constant colour guide: det(Sigma + eps I) < 1e-6 with eps < 1e-2 (OpenCV's guard).
     y, x = np.mgrid[0:64, 0:96].astype(np.float32)
