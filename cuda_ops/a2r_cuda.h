@@ -113,7 +113,7 @@ int a2r_cuda_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int6
 
 /* guided_filter (He et al.), as the CPU op: guide h*w*gc floats (gc 1 or 3, HWC), src h*w*sc
  * (HWC), out like src. Box sums over (2r+1)^2 windows, reflect borders "cba|abc" at any r
- * (columns: running sums in double; rows: direct window sums). A colour guide inverts
+ * (columns, then rows: each summed in double and rounded to float). A colour guide inverts
  * Sigma + eps I by cofactors, with OpenCV's guard (eps < 1e-2 and |det| < 1e-6: det = 1). */
 int64_t a2r_cuda_guided_filter_workspace_bytes(int64_t gc, int64_t sc, int64_t h, int64_t w);
 int a2r_cuda_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc, int64_t h,

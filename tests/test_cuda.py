@@ -257,7 +257,10 @@ def test_gpu_postprocess_folds_pixel_shuffle(ctx, rng, h, w, r):
 
 @gpu_test
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 3, 7, 13), (2, 5, 17, 127), (1, 4, 237, 13),
-                                   (1, 3, 1080, 1920)])
+                                   (1, 3, 1080, 1920),
+                                   # ragged chunks and ragged 8-load batches; more planes than
+                                   # one grid dimension holds
+                                   (2, 3, 1, 24581), (1, 70000, 1, 3)])
 def test_gpu_channel_stats(ctx, rng, shape):
     x = rng.standard_normal(shape).astype(np.float32) * 3 + 2
     for got, want in zip(ctx.channel_stats(x, 1e-5), ref.channel_stats(x, 1e-5)):
@@ -288,7 +291,9 @@ def test_gpu_channel_stats_near_float_max(ctx, rng, scale):
 @gpu_test
 @pytest.mark.parametrize("activation", [None, "silu", "relu"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 7), (1, 3, 13, 17), (2, 4, 127, 237),
-                                   (1, 8, 270, 480)])
+                                   (1, 8, 270, 480),
+                                   # a ragged 4-load batch; more planes than a grid dimension
+                                   (1, 3, 1, 1029), (1, 70000, 1, 2)])
 def test_gpu_adain(ctx, rng, shape, activation):
     n, c = shape[:2]
     x = (rng.standard_normal(shape) * 2 + 5).astype(np.float32)
@@ -318,7 +323,10 @@ def test_gpu_silu_special_values(ctx):
 
 @gpu_test
 @pytest.mark.parametrize("shape,r", [((1, 4, 1, 1), 2), ((2, 18, 7, 13), 3), ((1, 12, 17, 127), 2),
-                                     ((1, 3, 5, 5), 1), ((1, 64, 135, 240), 4)])
+                                     ((1, 3, 5, 5), 1), ((1, 64, 135, 240), 4),
+                                     # the runtime-r path, w = 1, and more output rows (66,000)
+                                     # than one grid dimension holds (grid-stride over rows)
+                                     ((2, 50, 3, 7), 5), ((1, 16, 9, 1), 4), ((1, 4, 33000, 1), 2)])
 def test_gpu_pixel_shuffle(ctx, rng, shape, r):
     x = rng.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(ctx.pixel_shuffle(x, r), ref.pixel_shuffle(x, r))
@@ -335,6 +343,25 @@ def test_gpu_guided_filter_matches_cpu(ctx, rng, h, w, r, sc, colour, eps):
     src = rng.random((h, w, sc) if sc > 1 else (h, w)).astype(np.float32)
     np.testing.assert_allclose(ctx.guided_filter(guide, src, r, eps),
                                ops.guided_filter(guide, src, r, eps), **FILTER)
+
+
+@gpu_test
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("h,w,r,sc", [
+    (17, 127, 0, 3),     # r = 0: 1x1 windows
+    (1, 1100, 3, 1),     # one row: three row tiles, the last one partial
+    (1100, 1, 3, 1),     # one column: 35 column strips, the last one partial
+    (45, 1030, 5, 3),    # neither side a multiple of the tiles or strips
+    (5, 3, 9, 3),        # r larger than both sides: the windows wrap the reflection
+    (3, 600, 700, 1),    # ... and larger than a row tile
+    (29, 61, 2, 5),      # five src channels: 29 planes for a colour guide
+    (300000, 1, 1, 3),   # more (strip, plane) jobs and rows than one grid dimension holds
+])
+def test_gpu_guided_filter_tiling_edges(ctx, rng, h, w, r, sc, colour):
+    guide = rng.random((h, w, 3) if colour else (h, w)).astype(np.float32)
+    src = rng.random((h, w, sc) if sc > 1 else (h, w)).astype(np.float32)
+    np.testing.assert_allclose(ctx.guided_filter(guide, src, r, 1e-3),
+                               ops.guided_filter(guide, src, r, 1e-3), **FILTER)
 
 
 @gpu_test
