@@ -91,7 +91,8 @@ int a2r_cuda_postprocess(const float *x, int64_t h, int64_t w, int64_t r, const 
 int64_t a2r_cuda_stats_workspace_bytes(int64_t nc, int64_t hw);
 
 /* channel_stats: per-plane mean and std = sqrt(biased var + eps); mean, stdv: nc device floats.
- * Welford per thread (float), Chan merges in double across the warp, the block and the blocks. */
+ * Per thread: sums around a pivot in double (finite for any finite float input); Chan merges in
+ * double across the warp, the block and the blocks. */
 int a2r_cuda_channel_stats(const float *x, int64_t nc, int64_t hw, float eps, float *mean,
                            float *stdv, void *workspace, int64_t workspace_bytes, void *stream);
 

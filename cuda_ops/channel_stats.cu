@@ -14,12 +14,15 @@ __global__ void partial_moments_kernel(const float *__restrict__ x, int64_t nc, 
         for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
             const int64_t b = hw * c / chunks, e = hw * (c + 1) / chunks;
             const float *xp = x + p * hw;
-            /* Welford in float over this thread's elements (about 32: no drift to speak of), in
-             * the order b + tid, b + tid + blockDim, ...; kLoadsAhead loads are issued before
-             * their updates so that enough bytes are in flight to reach memory bandwidth (one
-             * dependent load at a time left the kernel latency-bound at 0.2 of copy). */
-            float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+            /* This thread's elements (about 32), in the order b + tid, b + tid + blockDim, ...:
+             * sums of d = x - pivot and d^2 in double, the pivot being its first element. Double
+             * keeps finite values near FLT_MAX finite (d or d^2 overflow float) and large offsets
+             * accurate (mean 1000, std 1); no division per element. kLoadsAhead loads are issued
+             * before their updates so that enough bytes are in flight to reach memory bandwidth
+             * (one dependent load at a time left the kernel latency-bound at 0.2 of copy). */
             const int64_t step = blockDim.x;
+            const double pivot = b + threadIdx.x < e ? (double)xp[b + threadIdx.x] : 0.0;
+            double n = 0.0, s1 = 0.0, s2 = 0.0;
             for (int64_t i0 = b + threadIdx.x; i0 < e; i0 += kLoadsAhead * step) {
                 float v[kLoadsAhead];
 #pragma unroll
@@ -28,13 +31,14 @@ __global__ void partial_moments_kernel(const float *__restrict__ x, int64_t nc, 
 #pragma unroll
                 for (int u = 0; u < kLoadsAhead; u++) {
                     if (i0 + u * step >= e) break;
-                    n += 1.0f; /* exact: a thread sees fewer than 2^24 elements of a chunk */
-                    const float d = v[u] - mean;
-                    mean += d / n;
-                    m2 += d * (v[u] - mean);
+                    const double d = (double)v[u] - pivot;
+                    n += 1.0;
+                    s1 += d;
+                    s2 += d * d;
                 }
             }
-            Moments m = {(double)n, (double)mean, (double)m2};
+            Moments m = {n, n > 0.0 ? pivot + s1 / n : 0.0,
+                         n > 0.0 ? fmax(s2 - s1 * (s1 / n), 0.0) : 0.0};
             for (int off = 16; off > 0; off >>= 1) {
                 Moments o;
                 o.n = __shfl_down_sync(0xffffffffu, m.n, off);

@@ -1,9 +1,10 @@
 /* Per-plane moments shared by channel_stats.cu and adain.cu (internal).
- * Pass 1 (partial_moments_kernel): grid (chunks, planes); each thread runs Welford in float over a
- * strided share of its block's chunk, then the block merges (Chan's formula, in double) through
- * warp shuffles and one shared-memory step; one (n, mean, M2) partial per (plane, chunk).
+ * Pass 1 (partial_moments_kernel): grid (chunks, planes); each thread sums its strided share of
+ * its block's chunk around a pivot in double, then the block merges (Chan's formula, in double)
+ * through warp shuffles and one shared-memory step; one (n, mean, M2) partial per (plane, chunk).
  * Pass 2 (the callers' finalize kernels): one thread per plane merges its chunks in double.
- * Welford/Chan keep large offsets (mean 1000, std 1) accurate: no E[x^2] - E[x]^2. */
+ * Pivoted sums and Chan's merge keep large offsets (mean 1000, std 1) accurate: no plain
+ * E[x^2] - E[x]^2. */
 #ifndef A2R_CUDA_MOMENTS_CUH
 #define A2R_CUDA_MOMENTS_CUH
 
