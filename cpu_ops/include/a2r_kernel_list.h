@@ -1,7 +1,7 @@
 /* a2r_kernel_list.h - THE list of dispatched kernels and of the ISA levels each is compiled at.
  *
  * Everything else is expanded from these two X-macros, so nothing can drift apart:
- *   - declarations: every variant name_<level> (a2r_dispatch.h, a2r_isa.h);
+ *   - declarations: every variant name_<level> (src/dispatch.c; a2r_isa.h in a kernel.c);
  *   - the dispatch table: one row of function pointers per level, and the public entry points
  *     a2r_kernels.h documents, which call the active row (src/dispatch.c);
  *   - the definitions: each src/<op>/kernel.c, compiled once per level with -DA2R_OP=<op>, must
