@@ -1,10 +1,15 @@
 """ConvTranspose over 1-3 spatial axes: strides, dilations, pads, output_padding, output_shape,
 auto_pad, groups.
 
-Per batch item and group: one matrix product of the (taps * C_out/g, C_in/g) weights with the
-input (C_in/g, pixels), then each tap's block is added into the strided positions of an
-uncropped output buffer; the crop by the pads and the bias make y. Weights are repacked once
-per plan.
+2-D without dilation (the generators' upsampling): sub-pixel form on the native convolution.
+Output rows and columns of one phase (q mod stride) take only the taps congruent to that
+phase, so each of the stride^2 phases is an ordinary stride-1 convolution of x (padded once)
+with a flipped sub-kernel; ops.Conv2d runs it with the bias in its epilogue and the phase is
+copied into its strided positions of y. No zero-stuffed input, no col2im.
+
+Otherwise (1-D/3-D, dilations): per batch item and group one matrix product of the
+(taps * C_out/g, C_in/g) weights with the input (C_in/g, pixels), each tap's block added into
+the strided positions of an uncropped output buffer, then the crop and the bias.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from ... import ops
 from .base import OpSpec, UnsupportedOpError, plan_consts, register
 
 
@@ -115,9 +121,100 @@ def _runner(x, packs, bias, geo, y, full, cols):
     return conv_transpose
 
 
+# --- the sub-pixel form (2-D, dilation 1) ---------------------------------------------------
+
+def _phase_axis(n, k, s, pb, out):
+    """Per phase r of one axis: (taps r, r+s, ... ; first output index o0 and count of the
+    outputs it makes; first x index m0 it reads, minus the sub-kernel's reach)."""
+    phases = []
+    for r in range(s):
+        taps = list(range(r, k, s))
+        m0 = -(-(pb - r) // s)                 # first m with m*s + r >= pb
+        m1 = (pb + out - 1 - r) // s           # last m with m*s + r < pb + out
+        count = max(m1 - m0 + 1, 0)
+        phases.append(dict(taps=taps, o0=m0 * s + r - pb, count=count, m0=m0, m1=m1))
+    return phases
+
+
+def _subpixel_plan(x_shape, w_shape, geo):
+    """Pads of the shared padded x and each phase's (sub-kernel taps, conv window, y slice)."""
+    axes = [_phase_axis(x_shape[2 + i], geo["k"][i], geo["s"][i], geo["pb"][i], geo["out"][i])
+            for i in range(2)]
+    pads = []
+    for i, phases in enumerate(axes):
+        n = x_shape[2 + i]
+        lo = max([len(p["taps"]) - 1 - p["m0"] for p in phases if p["taps"] and p["count"]]
+                 + [0])
+        hi = max([p["m1"] - n + 1 for p in phases if p["taps"] and p["count"]] + [0])
+        pads.append((lo, hi))
+    return axes, pads
+
+
+def _subpixel_ok(node, x_shape, geo):
+    return len(x_shape) == 4 and geo["d"] == [1, 1]
+
+
+def _build_subpixel(x, y, w, b, geo, padded, phase_out):
+    """Closure: y = ConvTranspose(x) by stride^2 phase convolutions (see the module doc)."""
+    group = geo["group"]
+    cin, coutg = w.shape[:2]
+    cing = cin // group
+    axes, pads = _subpixel_plan(x.shape, w.shape, geo)
+    (pt, pbm), (pl, pr) = pads
+    inner = None
+    if padded is not None:
+        inner = padded[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]]
+    src = x if padded is None else padded
+    # (C_in, C_out/g, kh, kw) -> conv weights (C_out, C_in/g, kh, kw), groups kept
+    wc = w.reshape(group, cing, coutg, *w.shape[2:]).transpose(0, 2, 1, 3, 4) \
+        .reshape(group * coutg, cing, *w.shape[2:])
+    bias = np.zeros(group * coutg, np.float32) if b is None else b.astype(np.float32)
+    runs, fills = [], []
+    for py in axes[0]:
+        for px in axes[1]:
+            if not py["count"] or not px["count"]:
+                continue
+            dst = y[:, :, py["o0"]::geo["s"][0], px["o0"]::geo["s"][1]]
+            dst = dst[:, :, :py["count"], :px["count"]]
+            if not py["taps"] or not px["taps"]:
+                fills.append(dst)
+                continue
+            sub = wc[:, :, py["taps"][::-1]][:, :, :, px["taps"][::-1]]
+            conv = ops.Conv2d(np.ascontiguousarray(sub), bias, groups=group)
+            uy, ux = len(py["taps"]), len(px["taps"])
+            oh, ow = src.shape[2] - uy + 1, src.shape[3] - ux + 1
+            out = phase_out.reshape(-1)[:y.shape[0] * y.shape[1] * oh * ow] \
+                .reshape(y.shape[0], y.shape[1], oh, ow)
+            jy, jx = py["m0"] - (uy - 1) + pt, px["m0"] - (ux - 1) + pl
+            runs.append((conv, out, dst, out[:, :, jy:jy + py["count"], jx:jx + px["count"]]))
+    fill_value = bias.reshape(1, -1, 1, 1)
+
+    def conv_transpose():
+        if padded is not None:
+            padded.fill(0)
+            np.copyto(inner, x)
+        for conv, out, dst, part in runs:
+            conv(src, out=out)
+            np.copyto(dst, part)
+        for dst in fills:
+            np.copyto(dst, fill_value)
+    return conv_transpose
+
+
+def _subpixel_scratch(x_shape, w_shape, geo):
+    axes, ((pt, pbm), (pl, pr)) = _subpixel_plan(x_shape, w_shape, geo)
+    h, w = x_shape[2] + pt + pbm, x_shape[3] + pl + pr
+    shapes = [(x_shape[0], x_shape[1], h, w)] if pt or pbm or pl or pr else []
+    biggest = max([(h - len(py["taps"]) + 1) * (w - len(px["taps"]) + 1)
+                   for py in axes[0] for px in axes[1] if py["taps"] and px["taps"]] + [1])
+    return shapes + [(x_shape[0] * w_shape[1] * geo["group"] * biggest,)]
+
+
 def _scratch_shapes(node, shapes, graph):
     x, w = shapes[node.inputs[0]], shapes[node.inputs[1]]
     g = convt_geometry(node, x, w)
+    if _subpixel_ok(node, x, g):
+        return _subpixel_scratch(x, w, g)
     taps = int(np.prod(w[2:]))
     return [(x[0], w[1] * g["group"]) + tuple(g["full"]),
             (taps * w[1], int(np.prod(x[2:])))]
@@ -133,6 +230,9 @@ def _build(node, graph, shapes, view, scratch):
     w = get(1).astype(np.float32)
     geo = convt_geometry(node, x.shape, w.shape)
     b = get(2)
+    if _subpixel_ok(node, x.shape, geo):
+        padded = scratch[0] if len(scratch) == 2 else None
+        return _build_subpixel(x, y, w, b, geo, padded, scratch[-1])
     bias = None if b is None else _bias(b.astype(np.float32), y.shape[1], y.ndim)
     return _runner(x, _packed(w, geo["group"]), bias, geo, y, *scratch)
 
