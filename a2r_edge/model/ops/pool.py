@@ -1,9 +1,10 @@
 """Pooling over the spatial axes of (N, C, D1, ..., Dk): MaxPool, AveragePool (pads, strides,
 dilations, auto_pad, ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool.
 
-A window pool runs one numpy max/add per kernel tap over strided views of a padded copy of x
-(padding -inf for max, 0 for average); the average's divisor per output position is computed
-once per plan. MaxPool's optional Indices output is refused.
+2-D MaxPool runs on the native kernel (a2r_maxpool). Other window pools run one numpy max/add
+per kernel tap over strided views of a padded copy of x (padding -inf for max, 0 for average);
+the average's divisor per output position is computed once per plan. MaxPool's optional
+Indices output is refused.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from ... import _kernels
 from .base import OpSpec, UnsupportedOpError, register
 
 
@@ -80,8 +82,15 @@ def _needs_padding(g):
     return any(g["pb"]) or any(g["pe_ext"])
 
 
+def _native_max(node, x_shape):
+    """2-D MaxPool runs on the native kernel (no padded copy)."""
+    return node.op == "MaxPool" and len(x_shape) == 4
+
+
 def _scratch(node, shapes, graph):
     x = shapes[node.inputs[0]]
+    if _native_max(node, x):
+        return []
     g = pool_geometry(node, x)
     return [_padded_shape(x, g)] if _needs_padding(g) else []
 
@@ -125,8 +134,21 @@ def _pool(node, x, y, xp, kind, x_dtype=np.float32):
     return run
 
 
+def _build_native_max(node, x, y):
+    g = pool_geometry(node, x.shape)
+    nb, c, h, w = x.shape
+    args = (nb * c, h, w, *g["k"], *g["s"], *g["pb"], *g["d"], *g["out"])
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    if x.size == 0:
+        return lambda: None
+    return lambda: _kernels.maxpool(xf, *args, yf)
+
+
 def _window_builder(kind):
     def build(node, graph, shapes, view, scratch):
+        x = view(node.inputs[0])
+        if kind == "max" and _native_max(node, x.shape):
+            return _build_native_max(node, x, view(node.outputs[0]))
         return _pool(node, view(node.inputs[0]), view(node.outputs[0]),
                      scratch[0] if scratch else None, kind)
     return build

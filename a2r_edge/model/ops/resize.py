@@ -5,8 +5,8 @@ asymmetric, tf_crop_and_resize with its extrapolation value), scales or sizes (a
 keep_aspect_ratio_policy).
 
 Separable: per axis, a table of K source indices and weights per output position is made once
-per plan (onnxruntime's float32 coordinate arithmetic); a run gathers and weights along H, then
-W. align_corners with scales whose in * scale is fractional is refused: onnxruntime (and
+per plan (onnxruntime's float32 coordinate arithmetic); a run is the native a2r_resize: rows
+blended along H, then taps gathered along W. align_corners with scales whose in * scale is fractional is refused: onnxruntime (and
 PyTorch) divide by the rounded output length, the ONNX reference by the unrounded one.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ... import _kernels
 from .base import OpSpec, UnsupportedOpError, register
 
 _COORDS = ("half_pixel", "half_pixel_symmetric", "asymmetric", "align_corners",
@@ -202,43 +203,28 @@ def _out_shapes(n, ins, graph):
 
 def _scratch_shapes(n, shapes, graph):
     nb, c, h, w = shapes[n.inputs[0]]
-    _, (iy, _, _), (ix, _, _) = _tables(n, graph, (nb, c, h, w))
-    oh, ow = iy.shape[1], ix.shape[1]
-    return [(nb, c, oh, w)] + ([(nb, c, oh, w)] if len(iy) > 1 else []) + \
-        ([(nb, c, oh, ow)] if len(ix) > 1 else [])
-
-
-def _gather_axis(x, out, tmp, idx, w, axis, mask, fill):
-    """Closure: out = sum_k take(x, idx[k], axis) * w[k] (tmp: scratch like out, or None)."""
-    shape = [1] * 4
-    shape[axis] = -1
-    ws = [wk.reshape(shape) for wk in w]
-    where = None if mask is None else mask.reshape(shape)
-    plain = len(idx) == 1 and bool(np.all(w == 1))
-
-    def run():
-        np.take(x, idx[0], axis=axis, out=out, mode="clip")
-        if not plain:
-            np.multiply(out, ws[0], out=out)
-        for k in range(1, len(idx)):
-            np.take(x, idx[k], axis=axis, out=tmp, mode="clip")
-            np.multiply(tmp, ws[k], out=tmp)
-            np.add(out, tmp, out=out)
-        if where is not None:
-            np.copyto(out, fill, where=where)
-    return run
+    oh = resize_params(n, graph.consts, (nb, c, h, w), graph.opset)["out_shape"][2]
+    return [(nb, c, oh, w)]
 
 
 def _build(n, graph, shapes, view, scratch):
+    """The native two-pass resampler (a2r_resize) over the tap tables."""
     x, y = view(n.inputs[0]), view(n.outputs[0])
     p, (iy, wy, my), (ix, wx, mx) = _tables(n, graph, x.shape)
-    rows, rest = scratch[0], list(scratch[1:])
-    tmp_rows = rest.pop(0) if len(iy) > 1 else None
-    tmp_out = rest.pop(0) if len(ix) > 1 else None
+    nb, c, h, w = x.shape
+    oh, ow = y.shape[2:]
+    iy, ix = (np.ascontiguousarray(i, np.int64).reshape(-1) for i in (iy, ix))
+    wy, wx = (np.ascontiguousarray(v, np.float32).reshape(-1) for v in (wy, wx))
+    ky, kx = iy.size // oh, ix.size // ow
+    xf, yf, rows = x.reshape(-1), y.reshape(-1), scratch[0].reshape(-1)
     fill = np.float32(p["extrapolation"])
-    along_h = _gather_axis(x, rows, tmp_rows, iy, wy, 2, my, fill)
-    along_w = _gather_axis(rows, y, tmp_out, ix, wx, 3, mx, fill)
-    return lambda: (along_h(), along_w())
+    masks = [m.reshape(shape) for m, shape in ((my, (-1, 1)), (mx, (1, -1))) if m is not None]
+
+    def resize():
+        _kernels.resize(xf, nb * c, h, w, oh, ow, ky, iy, wy, kx, ix, wx, rows, yf)
+        for m in masks:   # tf_crop_and_resize: outside the input -> extrapolation_value
+            np.copyto(y, fill, where=m)
+    return resize
 
 
 class _Consts:
