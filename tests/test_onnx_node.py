@@ -9,7 +9,7 @@ at run time run through the ops' numpy references, float32 ones through the exec
 The tests the executor cannot run exactly are in ``KNOWN`` with the reason: they are strict
 xfails, so a fix must also remove its line.
 
-``python tests/test_onnx_node.py`` prints pass / listed per op.
+``PYTHONPATH=.:tests python tests/test_onnx_node.py`` prints pass / listed per op.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from a2r_edge.model import NativeExecutor, UnsupportedOpError, ops
+from a2r_edge.model import NativeExecutor, ops
 from tolerances import NODE_TESTS
 
 ALL_INPUTS_AT_RUN = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Equal", "Where", "Not",
