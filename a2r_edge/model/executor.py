@@ -217,8 +217,9 @@ class _Plan:
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
-            where = "output" if self.groups[g]["external"] is not None \
-                else f"arena+{(self.groups[g]['offset'] + off) * 4}B"
+            external = self.groups[g]["external"]
+            where = f"arena+{(self.groups[g]['offset'] + off) * 4}B" if external is None else \
+                "output" if t in self.outputs else f"own {external.dtype} buffer, by reference"
             extra = []
             if nd.op == "Conv":
                 w = nd.attrs["w"]
