@@ -185,3 +185,20 @@ def test_integer_graph_input_runs_by_reference():
     assert ex.run(np.array([1, 5, 1 << 40], np.int64)).tolist() == [2, 10, 2 << 40]
     with pytest.raises(TypeError, match="int64"):
         ex.run(np.zeros(3, np.float32))
+
+
+def test_in_place_over_any_input_keeps_operand_order():
+    """Outputs planned over a dying input (any position): Max of three whose output reuses its
+    third input, Sub whose output reuses its second."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 7])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 7])
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["x"], ["b"]),
+             helper.make_node("Abs", ["x"], ["c"]), helper.make_node("Max", ["a", "b", "c"], ["m"]),
+             helper.make_node("Sub", ["x", "m"], ["s"]), helper.make_node("Div", ["s", "x"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    xv = np.random.default_rng(0).standard_normal((1, 2, 5, 7)).astype(np.float32)
+    ex = NativeExecutor(m)
+    want = OrtSession(m.SerializeToString(), threads=1).run({"x": xv})[0]
+    np.testing.assert_allclose(ex.run(xv), want, **FILTER)
+    assert ex.plan_for({"x": xv.shape}).inplace >= 2

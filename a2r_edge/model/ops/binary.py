@@ -23,6 +23,8 @@ def _ufunc_build(ufunc):
         args = [operand(graph, view, s) for s in node.inputs if s]
         if len(args) == 1:
             return lambda: np.copyto(y, args[0])
+        if len(args) > 2:   # variadic Min/Max (commutative): the input y is planned over
+            args.sort(key=lambda a: not np.shares_memory(a, y))   # (in place) is read first
         first, rest = args[:2], args[2:]
 
         def run():
