@@ -38,6 +38,14 @@ KNOWN = {
        "refused: align_corners by scales with a fractional in * scale (onnxruntime and "
        "PyTorch divide by the rounded length, the ONNX reference by the unrounded one)"
        for m in ("linear", "cubic")},
+    # the plan refuses a zero dimension (model/specialise.py checks every size is 1 .. 2^31-1);
+    # the ops' builds and references handle empty tensors (these passed before that check)
+    **{f"test_{k}": "empty tensor: the plan refuses zero dimensions" for k in (
+        "constantofshape_int_shape_zero", "reduce_max_empty_set", "reduce_max_empty_set_bool",
+        "reduce_prod_empty_set", "reduce_sum_empty_set",
+        "reduce_sum_empty_set_non_reduced_axis_zero", "reshape_allowzero_reordered",
+        "shape_start_greater_than_end", "slice_start_out_of_bounds",
+        "split_zero_size_splits_opset13", "split_zero_size_splits_opset18")},
     "test_batchnorm_example_training_mode": "training mode (running statistics outputs)",
     "test_batchnorm_epsilon_training_mode": "training mode (running statistics outputs)",
     "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
@@ -94,7 +102,7 @@ def as_exported(op, model, inputs):
 def run_case(name):
     op, model, inputs, outputs = node_cases()[name]
     m, feeds = as_exported(op, model, inputs)
-    got = NativeExecutor(m).run_many(feeds)
+    got = NativeExecutor(m, strict=True).run_many(feeds)   # natively: no onnxruntime region
     for vi, want in zip(model.graph.output, outputs):
         y, want = got[vi.name], _array(want)
         assert y.dtype == want.dtype, f"{vi.name}: dtype {y.dtype}, want {want.dtype}"

@@ -31,7 +31,7 @@ def resize_model(sizes, **attrs):
 def test_matches_reference(native, rng, attrs, hw):
     h, w = hw
     out = (1, 2, 2 * h + 1, max(w // 2, 1))   # enlarge H, shrink W
-    ex = NativeExecutor(resize_model(out, **attrs))
+    ex = NativeExecutor(resize_model(out, **attrs), strict=True)
     x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
     node = Node("Resize", "r", ["x", "", "", "sizes"], ["y"], attrs)
     (want,) = ops.spec("Resize").reference(node, [x, None, None, np.asarray(out, np.int64)])
@@ -42,5 +42,5 @@ def test_refusals_name_the_reason():
     for attrs, why in [(dict(mode="area"), "mode 'area'"),
                        (dict(mode="linear", coordinate_transformation_mode="crop"), "crop")]:
         with pytest.raises(UnsupportedOpError, match=why):
-            NativeExecutor(resize_model((1, 2, 8, 8), **attrs)).run(
+            NativeExecutor(resize_model((1, 2, 8, 8), **attrs), strict=True).run(
                 np.zeros((1, 2, 4, 4), np.float32))
