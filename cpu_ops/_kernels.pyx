@@ -28,6 +28,12 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_silu(const float *x, float *y, int64_t n) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                            float *y) noexcept
+    void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                    int64_t ky, const int64_t *iy, const float *wy, int64_t kx,
+                    const int64_t *ix, const float *wx, float *rows, float *y) noexcept
+    void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                     int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                     int64_t oh, int64_t ow, float *y) noexcept
     void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                     int64_t dil_h, int64_t dil_w, float *out) noexcept
@@ -106,6 +112,21 @@ def adain(const float[::1] x, int64_t nc, int64_t hw, const float[::1] style_mea
 def silu(const float[::1] x, float[::1] y):
     with nogil:
         a2r_silu(&x[0], &y[0], x.shape[0])
+
+
+def resize(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+           int64_t ky, const int64_t[::1] iy, const float[::1] wy, int64_t kx,
+           const int64_t[::1] ix, const float[::1] wx, float[::1] rows, float[::1] y):
+    with nogil:
+        a2r_resize(&x[0], nc, h, w, oh, ow, ky, &iy[0], &wy[0], kx, &ix[0], &wx[0], &rows[0],
+                   &y[0])
+
+
+def maxpool(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh,
+            int64_t ow, float[::1] y):
+    with nogil:
+        a2r_maxpool(&x[0], nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, &y[0])
 
 
 def pixel_shuffle(const float[::1] x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,

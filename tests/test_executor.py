@@ -225,9 +225,9 @@ def test_zero_allocations_after_first_run(seed):
 def test_unsupported_op_names_op_and_node():
     b = Builder(np.random.default_rng(0), 3)
     y = b.conv("x", 3, 4)
-    b.nodes.append(helper.make_node("Gemm", [y, y], ["z"], name="my_gemm"))
+    b.nodes.append(helper.make_node("GridSample", [y, y], ["z"], name="my_warp"))
     m = b.model("z")
-    with pytest.raises(UnsupportedOpError, match=r"Gemm.*'my_gemm'"):
+    with pytest.raises(UnsupportedOpError, match=r"GridSample.*'my_warp'"):
         NativeExecutor(m, strict=True)
     b2 = Builder(np.random.default_rng(0), 3)
     b2.nodes.append(helper.make_node("Warp", ["x"], ["z"], name="warper", domain="my.ops"))
@@ -242,15 +242,17 @@ def test_unsupported_op_names_op_and_node():
 
 def test_unsupported_resize_mode_is_named_or_run_by_onnxruntime():
     b = Builder(np.random.default_rng(0), 3)
-    m = b.model(b.node("Resize", ["x", "", b.const([1, 1, 2, 2])], mode="cubic"))
-    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    with pytest.raises(UnsupportedOpError, match="cubic"):
-        NativeExecutor(m, strict=True).run(x)
+    m = b.model(b.node("Resize", ["x", "", b.const([1, 1, 0.5, 0.5])], mode="linear",
+                       coordinate_transformation_mode="align_corners"))
+    x = np.random.default_rng(1).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    NativeExecutor(m, strict=True).run(x[:, :, :8, :8].copy())   # 8 * 0.5: a whole size
+    with pytest.raises(UnsupportedOpError, match="align_corners.*fractional"):
+        NativeExecutor(m, strict=True).run(x)   # 9 * 0.5: onnxruntime and ONNX disagree
     ex = NativeExecutor(m)
     with pytest.warns(RuntimeWarning, match="1 of 1 nodes run on onnxruntime"):
         y = ex.run(x)
     np.testing.assert_allclose(y, ort_run(m, x), rtol=1e-5, atol=1e-5)
-    assert "cubic" in ex.describe()
+    assert "align_corners" in ex.describe()
 
 
 def test_corrupt_and_truncated_models(tmp_path):

@@ -13,6 +13,7 @@ size their workspaces on that run). Not thread-safe: one executor runs one pictu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
@@ -20,11 +21,27 @@ import numpy as np
 from .. import _kernels
 from . import arena, ops
 from . import fit as fitting
-from .graph import Graph, build_graph, fuse, load_model
+from .graph import Graph, Node, build_graph, fuse, load_model
 from .ops import UnsupportedOpError
-from .partition import partition
+from .partition import REGION_OP, partition
 from .rewrite import rewrite
 from .specialise import fold, memory_limit_elements, specialise
+
+
+def _reference_step(nd, graph: Graph, view):
+    """The run closure of a node with non-float32 run-time tensors: its numpy reference, the
+    results copied into the node's output buffers (allocates per run; such tensors are shape
+    arithmetic or masks, small, and usually folded before the plan)."""
+    reference = ops.spec(nd.op, nd.name).reference
+    ins = [graph.consts[s] if s in graph.consts else (view(s) if s else None)
+           for s in nd.inputs]
+    outs = [view(t) if t else None for t in nd.outputs]
+
+    def run():
+        for y, v in zip(outs, reference(nd, ins)):
+            if y is not None:
+                np.copyto(y, v, casting="unsafe")
+    return run
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -41,6 +58,7 @@ class _Plan:
         shapes = sp.shapes
         spliced, self.regions = partition(sp, threads=_kernels.num_threads())
         graph = dataclasses.replace(sp.graph, nodes=spliced)
+        dtypes = sp.dtypes
         nodes, self.fusions = fuse(graph, shapes)
         for nd in nodes:   # a fused node keeps the input-independent parts of its attributes
             nd.attrs.pop("aliased", None)
@@ -59,14 +77,33 @@ class _Plan:
                                last_use=tensor_last(t)))   # max over members: no rescans
             loc[t] = (len(groups) - 1, 0)
 
+        f32 = np.dtype(np.float32)
+        dtype = lambda t: dtypes.get(t, f32)  # noqa: E731  (tensors fusion made are float32)
         for name in input_shapes:
-            new_group(name, first=-1)
+            new_group(name, first=-1, external=None if dtype(name) == f32 else
+                      np.empty(shapes[name], dtype(name)))
         self.outputs = {}
+        const_outputs = []   # (name, value) of graph outputs that are constants
         for t in graph.outputs:
-            if t in consts or t in input_shapes:
-                raise ValueError(f"graph output {t!r} is a constant or an input; nothing to run")
-            self.outputs[t] = np.empty(shapes[t], np.float32)
-            new_group(t, external=self.outputs[t])
+            if t in input_shapes:
+                raise ValueError(f"graph output {t!r} is a graph input; nothing to run")
+            self.outputs[t] = np.empty(shapes[t], dtype(t))
+            if t in consts:
+                const_outputs.append((t, consts[t]))
+            else:
+                new_group(t, external=self.outputs[t])
+        # Tensors of other dtypes (integer, bool, float16/64) live outside the float32 arena,
+        # and the native nodes reading or writing them at run time run their numpy reference
+        # (onnxruntime regions read and write them in those buffers themselves).
+        by_reference = set()
+        for i, nd in enumerate(nodes):
+            runtime = [t for t in nd.inputs + nd.outputs if t and t not in consts]
+            if any(dtype(t) != f32 for t in runtime):
+                if nd.op != REGION_OP:
+                    by_reference.add(i)
+                for t in nd.outputs:
+                    if t and t not in loc:
+                        new_group(t, external=np.empty(shapes[t], dtype(t)))
         # Concat: producers write straight into their slice of the output when it is contiguous
         self.aliased = 0
         cons = {}
@@ -101,7 +138,7 @@ class _Plan:
         scratch_ids: list[list[int]] = []
         for i, nd in enumerate(nodes):
             for t in nd.outputs:
-                if t in loc:
+                if not t or t in loc:
                     continue
                 for x in (nd.inputs if ops.spec(nd.op, nd.name).inplace else ()):
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
@@ -116,7 +153,8 @@ class _Plan:
                 else:
                     new_group(t)
             ids = []
-            for shp in ops.spec(nd.op, nd.name).scratch_shapes(nd, shapes, graph):
+            for shp in ([] if i in by_reference else
+                        ops.spec(nd.op, nd.name).scratch_shapes(nd, shapes, graph)):
                 groups.append(dict(size=int(np.prod(shp)), members=[], external=None, first=i,
                                    last=i, shape=shp))
                 ids.append(len(groups) - 1)
@@ -153,10 +191,16 @@ class _Plan:
 
         self.inputs = {name: view(name) for name in input_shapes}
         self.steps, self.step_nodes = [], []   # step_nodes[i]: the fused node steps[i] runs
-        for nd, ids in zip(nodes, scratch_ids):
+        for t, value in const_outputs:   # a constant graph output is copied in on every run
+            self.steps.append(functools.partial(np.copyto, self.outputs[t], value))
+            self.step_nodes.append(Node("Constant", f"output {t}", [], [t], {}))
+        for i, (nd, ids) in enumerate(zip(nodes, scratch_ids)):
             scratch = [self.arena[groups[j]["offset"]:groups[j]["offset"] + groups[j]["size"]]
                        .reshape(groups[j]["shape"]) for j in ids]
-            step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
+            if i in by_reference:
+                step = _reference_step(nd, graph, view)
+            else:
+                step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
                 self.step_nodes.append(nd)
@@ -173,8 +217,9 @@ class _Plan:
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
-            where = "output" if self.groups[g]["external"] is not None \
-                else f"arena+{(self.groups[g]['offset'] + off) * 4}B"
+            external = self.groups[g]["external"]
+            where = f"arena+{(self.groups[g]['offset'] + off) * 4}B" if external is None else \
+                "output" if t in self.outputs else f"own {external.dtype} buffer, by reference"
             extra = []
             if nd.op == "Conv":
                 w = nd.attrs["w"]
@@ -305,9 +350,9 @@ class NativeExecutor:
             raise ValueError(f"missing inputs {sorted(missing)}; the model takes "
                              f"{self.input_names}")
         for name in self.input_names:
-            v = feeds[name]
-            if not isinstance(v, np.ndarray) or v.dtype != np.float32:
-                raise TypeError(f"input {name!r} must be a float32 numpy.ndarray, got "
+            v, want = feeds[name], self.graph.input_dtypes.get(name, np.dtype(np.float32))
+            if not isinstance(v, np.ndarray) or v.dtype != want:
+                raise TypeError(f"input {name!r} must be a {want} numpy.ndarray, got "
                                 f"{getattr(v, 'dtype', type(v).__name__)}")
         p = self.plan_for({name: feeds[name].shape for name in self.input_names})
         for name, buf in p.inputs.items():

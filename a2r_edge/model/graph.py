@@ -42,6 +42,8 @@ class Graph:
     opset: int
     opsets: dict = dataclasses.field(default_factory=dict)  # domain -> version (sub-models)
     ir_version: int = 8
+    # graph inputs that are not float32 (integer/bool tensors: run by the ops' references)
+    input_dtypes: dict[str, np.dtype] = dataclasses.field(default_factory=dict)
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -107,14 +109,23 @@ def build_graph(proto, strict: bool = False) -> Graph:
             raise UnsupportedOpError(n.op_type, n.name, "strict: no onnxruntime fallback",
                                      domain=n.domain)
     inits = set(consts)
-    inputs = []
+    inputs, input_dtypes = [], {}
     for vi in g.input:
         if vi.name in inits:
             continue
         tt = vi.type.tensor_type
         if tt.elem_type != onnx.TensorProto.FLOAT:
-            raise ValueError(f"graph input {vi.name!r} must be float32, got "
-                             f"{onnx.TensorProto.DataType.Name(tt.elem_type)}")
+            try:
+                input_dtypes[vi.name] = np.dtype(
+                    onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"graph input {vi.name!r} has element type "
+                                 f"{onnx.TensorProto.DataType.Name(tt.elem_type)}, which the "
+                                 f"native executor cannot hold") from exc
+            if input_dtypes[vi.name].kind not in "biufV":   # V: float8, int4 ... (ml_dtypes)
+                raise ValueError(f"graph input {vi.name!r}: element type "
+                                 f"{onnx.TensorProto.DataType.Name(tt.elem_type)} (numbers and "
+                                 f"bools only)")
         dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
         inputs.append((vi.name, dims))
     outputs = [o.name for o in g.output]
@@ -134,7 +145,8 @@ def build_graph(proto, strict: bool = False) -> Graph:
         domain = "" if n.domain in DEFAULT_DOMAINS else n.domain
         nodes.append(Node(op, name, ins, list(n.output), attrs, domain))
     return Graph(nodes, consts, inputs, outputs, opset,
-                 {o.domain: o.version for o in proto.opset_import}, proto.ir_version)
+                 {o.domain: o.version for o in proto.opset_import}, proto.ir_version,
+                 input_dtypes)
 
 
 def _is_identity(n, op, attrs, ins, consts) -> bool:

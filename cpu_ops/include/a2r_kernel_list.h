@@ -96,6 +96,20 @@
        int64_t r, float eps, float detail, float *out),                                         \
       (guide, gc, src, sc, h, w, r, eps, detail, out))
 
+#define A2R_OPS_resize(K, a)                                                                    \
+    K(a, void, a2r_resize,                                                                      \
+      (const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t ky,     \
+       const int64_t *iy, const float *wy, int64_t kx, const int64_t *ix, const float *wx,       \
+       float *rows, float *y),                                                                  \
+      (x, nc, h, w, oh, ow, ky, iy, wy, kx, ix, wx, rows, y))
+
+#define A2R_OPS_maxpool(K, a)                                                                   \
+    K(a, void, a2r_maxpool,                                                                     \
+      (const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,     \
+       int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,       \
+       float *y),                                                                               \
+      (x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, y))
+
 /* One line per folder under src/ that holds a kernel.c (setup.py checks the two agree). */
 #define A2R_KERNEL_LIST(K, a)                                                                   \
     A2R_OPS_preprocess(K, a)                                                                    \
@@ -107,7 +121,9 @@
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \
     A2R_OPS_roofline(K, a)                                                                      \
-    A2R_OPS_guided_filter(K, a)
+    A2R_OPS_guided_filter(K, a)                                                                 \
+    A2R_OPS_resize(K, a)                                                                        \
+    A2R_OPS_maxpool(K, a)
 
 #define A2R_CAT_(a, b) a##_##b
 #define A2R_CAT(a, b) A2R_CAT_(a, b)

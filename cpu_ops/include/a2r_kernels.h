@@ -57,6 +57,22 @@ void a2r_adain(const float *x, int64_t nc, int64_t hw,
 /* silu: y = x * sigmoid(x), n floats; y may equal x. */
 void a2r_silu(const float *x, float *y, int64_t n);
 
+/* resize: separable resampling of nc planes (h, w) -> (oh, ow) by tap tables (the ONNX
+ * Resize of the executor: model/ops/resize.py makes the tables).
+ *   rows[r, j] = sum_{k<ky} wy[k*oh + o] * x[plane, iy[k*oh + o], j]        r = plane*oh + o
+ *   y[r, p]    = sum_{k<kx} wx[k*ow + p] * rows[r, ix[k*ow + p]]
+ * iy in [0, h), ix in [0, w); rows: nc*oh*w floats of scratch; ky, kx >= 1. */
+void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                int64_t ky, const int64_t *iy, const float *wy, int64_t kx, const int64_t *ix,
+                const float *wx, float *rows, float *y);
+
+/* maxpool: 2-D max pooling of nc planes (h, w) -> (oh, ow): y[i, j] = max over taps (a, b),
+ * a < kh, b < kw, of x[i*sh - ph + a*dh, j*sw - pw + b*dw] among those inside the input
+ * (-inf when none is); strides, dilations >= 1, pads >= 0. */
+void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                 int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                 int64_t oh, int64_t ow, float *y);
+
 /* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w):
  *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
 void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,

@@ -1,8 +1,11 @@
 """The native executor's ops, found by name: ``spec(op_type)`` gives the ``OpSpec`` (output
 shapes, plan-time builder of the run closure, scratch buffers, in-place flag, numpy reference).
 
-Each op's whole story is in its family's module: elementwise.py, conv.py, norm.py, resize.py,
-tensor.py. Adding an op: write its four functions there and ``register`` an OpSpec.
+Each op's whole story is in its family's module: elementwise.py (one-tensor math and
+activations), binary.py (broadcast arithmetic, comparisons), conv.py, conv_transpose.py,
+pool.py, norm.py, matmul.py, reduce.py (and Softmax), resize.py (and Upsample), pad.py,
+tensor.py (data movement), shape.py (reshapes and shape arithmetic). Adding an op: write its
+functions there and ``register`` an OpSpec.
 
 >>> from a2r_edge.model import ops
 >>> ops.spec("Relu").inplace
@@ -12,7 +15,8 @@ True
 """
 from __future__ import annotations
 
-from . import conv, elementwise, norm, resize, tensor  # noqa: F401  (each registers its ops)
+from . import (binary, conv, conv_transpose, elementwise, matmul, norm, pad,  # noqa: F401
+               pool, reduce, resize, shape, tensor)   # (each registers its ops)
 from .base import (ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, OpSpec, UnsupportedOpError, lookup,
                    onnx_ops)
 

@@ -19,6 +19,11 @@ def _no_scratch(node, shapes, graph) -> list[tuple]:
     return []
 
 
+def _like_first(node, in_dtypes) -> list:
+    first = next((d for d in in_dtypes if d is not None), np.dtype(np.float32))
+    return [first] * len(node.outputs)
+
+
 @dataclasses.dataclass(frozen=True)
 class OpSpec:
     """Everything the executor and the graph code know about one op type.
@@ -33,6 +38,9 @@ class OpSpec:
         int64 shapes), for constant folding and as the tests' oracle.
     scratch_shapes(node, shapes, graph) -> [shape]: float32 buffers live only during the node.
     inplace: the output may be planned over a dying input of the same shape (in place).
+    out_dtypes(node, in_dtypes) -> [numpy dtype per output] (default: the first input's).
+        ``build`` is only called for nodes whose run-time tensors are all float32; a node that
+        reads or writes another dtype at run time runs its ``reference`` instead.
     domain: "" (ONNX), ADAIN_DOMAIN, or INTERNAL for ops that fusion creates.
     """
     op_type: str
@@ -42,6 +50,7 @@ class OpSpec:
     scratch_shapes: Callable = _no_scratch
     inplace: bool = False
     domain: str = ""
+    out_dtypes: Callable = _like_first
 
 
 _REGISTRY: dict[str, OpSpec] = {}
@@ -71,8 +80,9 @@ class UnsupportedOpError(ValueError):
         what = f"{domain}::{op_type}" if domain not in DEFAULT_DOMAINS else op_type
         super().__init__(f"unsupported op {what} in node {node_name!r}"
                          + (f": {detail}" if detail else "")
-                         + "; the native executor runs " + ", ".join(sorted(onnx_ops()))
-                         + f" and {ADAIN_DOMAIN}::{ADAIN_OP} (use onnxruntime for this model)")
+                         + f"; the native executor runs {len(onnx_ops())} ONNX op types "
+                         "(a2r_edge.model.ops.supported()) and "
+                         f"{ADAIN_DOMAIN}::{ADAIN_OP} (use onnxruntime for this model)")
 
 
 # --- helpers shared by the families -------------------------------------------------------------
@@ -86,6 +96,59 @@ def const_input(graph, node, k: int, what: str, dtype=np.float32):
     if name not in graph.consts:
         raise UnsupportedOpError(node.op, node.name, f"{what} must be a constant")
     return np.asarray(graph.consts[name], dtype)
+
+
+def float_dtypes(node, in_dtypes) -> list:
+    """out_dtypes of an op whose outputs are float32 whatever its other inputs are."""
+    return [np.dtype(np.float32)] * len(node.outputs)
+
+
+def attr_axis(node, rank: int, name: str = "axis", default: int = 0) -> int:
+    """A checked axis attribute, negative values counted from the end."""
+    axis = int(node.attrs.get(name, default))
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{name}={axis} out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def operand(graph, view, name: str):
+    """A float32 input of a build: the constant (made contiguous float32) or the bound view."""
+    if name in graph.consts:
+        return np.ascontiguousarray(graph.consts[name], np.float32)
+    return view(name)
+
+
+def plan_consts(node, graph):
+    """get(k): input k of node as its load-time constant (None when absent); UnsupportedOpError
+    when it is a run-time tensor (a size, axis list or pad amount the plan must know)."""
+    def get(k):
+        name = node.inputs[k] if len(node.inputs) > k else ""
+        if not name:
+            return None
+        if name not in graph.consts:
+            raise UnsupportedOpError(node.op, node.name, f"input {k} ({name!r}) must be known "
+                                     "when the graph is planned (a constant or folded shape)")
+        return np.asarray(graph.consts[name])
+    return get
+
+
+def given(inputs):
+    """get(k) over a reference's input arrays (None when absent)."""
+    return lambda k: inputs[k] if len(inputs) > k and inputs[k] is not None else None
+
+
+def copy_build(view_of_x):
+    """Build of a pure data movement: y <- view_of_x(x view, y view), one numpy copy per run."""
+    def build(node, graph, shapes, view, scratch):
+        y = view(node.outputs[0])
+        src = view_of_x(node, view(node.inputs[0]), y)
+        return lambda: np.copyto(y, src)
+    return build
+
+
+def never_built(node, graph, shapes, view, scratch):
+    """Build of an op with no float32-only form (its outputs are integer or bool tensors)."""
+    raise AssertionError(f"{node.op} node {node.name!r}: built as float32 (never is)")
 
 
 def same_shape(node, in_shapes, graph) -> list[tuple]:

@@ -1,11 +1,12 @@
-"""Elementwise ops: activations (Relu, LeakyRelu, Sigmoid, Tanh, Clip, the fused SiLU), Identity
-and the binary Add and Mul (numpy broadcasting)."""
+"""Elementwise ops of one tensor: activations (Relu, LeakyRelu, Sigmoid, Tanh, Clip, Elu,
+HardSigmoid, HardSwish, Gelu, the fused SiLU), Identity, and math (Sqrt, Exp, Erf, Neg, Abs,
+Floor, Ceil). Binary ops are in binary.py."""
 from __future__ import annotations
 
 import numpy as np
 
 from ... import _kernels
-from .base import INTERNAL, OpSpec, const_input, register, same_shape
+from .base import INTERNAL, OpSpec, UnsupportedOpError, const_input, register, same_shape
 
 _HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python scalar anew each call
 _ZERO = np.zeros((), np.float32)
@@ -108,19 +109,124 @@ def _clip(node, inputs):
     return [(y if hi is None else np.minimum(y, np.asarray(hi, x.dtype))).astype(x.dtype)]
 
 
-# --- Add, Mul --------------------------------------------------------------------------------
+# --- math ufuncs, Erf, Gelu ------------------------------------------------------------------
 
-def _broadcast(node, in_shapes, graph):
-    return [tuple(np.broadcast_shapes(in_shapes[0], in_shapes[1]))]
-
-
-def _binary_builder(ufunc):
+def _ufunc(f):
     def build(node, graph, shapes, view, scratch):
-        y = view(node.outputs[0])
-        p, q = (np.ascontiguousarray(graph.consts[s], np.float32) if s in graph.consts
-                else view(s) for s in node.inputs[:2])
-        return lambda: ufunc(p, q, out=y)
+        x, y = _unary(node, view)
+        return lambda: f(x, out=y)
     return build
+
+
+_ERFC_COEF = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+              -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64, returned in x's dtype: the Taylor series below |x| = 0.5 (terms to x^15,
+    error < 1e-12) and Numerical Recipes' erfc Chebyshev fit above (relative error < 1.2e-7)."""
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = np.zeros_like(t)
+    for c in reversed(_ERFC_COEF[1:]):
+        poly = (poly + c) * t
+    erfc = t * np.exp(-z * z + _ERFC_COEF[0] + poly)
+    big = np.copysign(1.0 - erfc, x)
+    x64, x2 = x.astype(np.float64), z * z
+    term, small = x64.copy(), x64.copy()
+    for k in range(1, 8):   # sum (-1)^k x^(2k+1) / (k! (2k+1))
+        term = term * -x2 / k
+        small += term / (2 * k + 1)
+    return np.where(z < 0.5, small * (2 / np.sqrt(np.pi)), big).astype(x.dtype)
+
+
+def _gelu(node, x):
+    x64 = x.astype(np.float64)
+    if node.attrs.get("approximate", "none") == "tanh":
+        inner = np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)
+        return (0.5 * x64 * (1 + np.tanh(inner))).astype(x.dtype)
+    return (0.5 * x64 * (1 + erf(x64 / np.sqrt(2)))).astype(x.dtype)
+
+
+def _expression(fn):
+    """Build from a float64 numpy expression: allocates its temporaries on every run (kept to
+    the rare ops whose exact float32 form needs float64 or special functions)."""
+    def build(node, graph, shapes, view, scratch):
+        x, y = _unary(node, view)
+        return lambda: np.copyto(y, fn(node, x))
+    return build
+
+
+def _check_gelu(node):
+    if node.attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise UnsupportedOpError("Gelu", node.name,
+                                 f"approximate={node.attrs['approximate']!r} (none or tanh)")
+
+
+def _gelu_shapes(node, in_shapes, graph):
+    _check_gelu(node)
+    return [in_shapes[0]]
+
+
+# --- Elu, HardSigmoid, HardSwish --------------------------------------------------------------
+
+def _out_scratch(node, shapes, graph):
+    return [shapes[node.outputs[0]]]
+
+
+def _build_elu(node, graph, shapes, view, scratch):
+    x, y = _unary(node, view)
+    alpha = np.array(node.attrs.get("alpha", 1.0), np.float32)
+    tmp = scratch[0]
+
+    def elu():   # max(x, 0) + alpha * expm1(min(x, 0))
+        np.minimum(x, _ZERO, out=tmp)
+        np.expm1(tmp, out=tmp)
+        np.multiply(tmp, alpha, out=tmp)
+        np.maximum(x, _ZERO, out=y)
+        np.add(y, tmp, out=y)
+    return elu
+
+
+def _elu(node, x):
+    alpha = float(node.attrs.get("alpha", 1.0))
+    x64 = x.astype(np.float64)
+    return np.where(x64 > 0, x64, alpha * np.expm1(np.minimum(x64, 0))).astype(x.dtype)
+
+
+_ONE = np.ones((), np.float32)
+
+
+def _hard_sigmoid_into(x, y, alpha, beta):
+    np.multiply(x, alpha, out=y)
+    np.add(y, beta, out=y)
+    np.clip(y, _ZERO, _ONE, out=y)
+
+
+def _build_hard_sigmoid(node, graph, shapes, view, scratch):
+    x, y = _unary(node, view)
+    alpha = np.array(node.attrs.get("alpha", 0.2), np.float32)
+    beta = np.array(node.attrs.get("beta", 0.5), np.float32)
+    return lambda: _hard_sigmoid_into(x, y, alpha, beta)
+
+
+def _hard_sigmoid(node, x, alpha=None, beta=None):
+    a = node.attrs.get("alpha", 0.2) if alpha is None else alpha
+    b = node.attrs.get("beta", 0.5) if beta is None else beta
+    return np.clip(x * np.asarray(a, x.dtype) + np.asarray(b, x.dtype), 0, 1).astype(x.dtype)
+
+
+_SIXTH = np.array(1 / 6, np.float32)
+
+
+def _build_hard_swish(node, graph, shapes, view, scratch):
+    x, y = _unary(node, view)
+    tmp = scratch[0]
+
+    def hard_swish():
+        _hard_sigmoid_into(x, tmp, _SIXTH, _HALF)
+        np.multiply(x, tmp, out=y)
+    return hard_swish
 
 
 def _unary_spec(op, build, fn, **kw):
@@ -136,7 +242,15 @@ _unary_spec("SiLU", _build_silu, lambda x: (x * _sigmoid(x)).astype(x.dtype), in
 register(OpSpec("LeakyRelu", same_shape, _build_leaky, lambda n, i: [_leaky(n, i[0])],
                 _leaky_scratch, inplace=True))
 register(OpSpec("Clip", same_shape, _build_clip, _clip, inplace=True))
-register(OpSpec("Add", _broadcast, _binary_builder(np.add),
-                lambda n, i: [np.add(i[0], i[1])], inplace=True))
-register(OpSpec("Mul", _broadcast, _binary_builder(np.multiply),
-                lambda n, i: [np.multiply(i[0], i[1])], inplace=True))
+register(OpSpec("Elu", same_shape, _build_elu, lambda n, i: [_elu(n, i[0])], _out_scratch,
+                inplace=True))
+register(OpSpec("HardSigmoid", same_shape, _build_hard_sigmoid,
+                lambda n, i: [_hard_sigmoid(n, i[0])], inplace=True))
+register(OpSpec("HardSwish", same_shape, _build_hard_swish,
+                lambda n, i: [(i[0] * _hard_sigmoid(n, i[0], 1 / 6, 0.5)).astype(i[0].dtype)],
+                _out_scratch, inplace=True))
+register(OpSpec("Gelu", _gelu_shapes, _expression(_gelu), lambda n, i: [_gelu(n, i[0])]))
+register(OpSpec("Erf", same_shape, _expression(lambda n, x: erf(x)), lambda n, i: [erf(i[0])]))
+for _op, _f in (("Sqrt", np.sqrt), ("Exp", np.exp), ("Neg", np.negative), ("Abs", np.absolute),
+                ("Floor", np.floor), ("Ceil", np.ceil)):
+    _unary_spec(_op, _ufunc(_f), _f, inplace=True)

@@ -1,5 +1,8 @@
-"""Normalisations on the native AdaIN kernel: the a2r AdaIN stage and InstanceNormalization
-(the same arithmetic with style_std = scale, style_mean = B; fusion turns one into the other).
+"""Normalisations: the a2r AdaIN stage and InstanceNormalization (the same arithmetic with
+style_std = scale, style_mean = B; fusion turns one into the other), LayerNormalization and
+GroupNormalization (planes normalised by the native AdaIN kernel with style (0, 1), then the
+per-channel affine), and BatchNormalization in inference form (one multiply-add per channel,
+folded from its constant statistics at plan time).
 
 AdaIN node: inputs (x, style_mean, style_std), style_* of shape (C,) or (N, C), constants or
 graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/``alpha``.
@@ -12,7 +15,8 @@ import numpy as np
 
 from ... import _kernels, ops
 from .. import reference as ref
-from .base import ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, register
+from .base import (ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, attr_axis, float_dtypes,
+                   operand, plan_consts, register)
 
 
 def _nchw(n, ins, graph):
@@ -73,7 +77,195 @@ def _instance_norm_reference(n, inputs):
     return _adain_reference(n, [x, b, scale])
 
 
+# --- plane normalisation shared by LayerNormalization and GroupNormalization -----------------
+
+def _normalise_planes(x, y, planes, size, eps):
+    """Closure: y = (x - mean) / sqrt(var + eps) over each of ``planes`` rows of ``size``."""
+    if x.size == 0:
+        return lambda: None
+    zeros, ones = np.zeros(planes, np.float32), np.ones(planes, np.float32)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    return lambda: _kernels.adain(xf, planes, size, zeros, ones, None, None, eps, 0, 0.0, yf)
+
+
+def _affine(y, scale, bias):
+    """Closure: y = y * scale + bias (broadcast; either may be None)."""
+    def affine():
+        if scale is not None:
+            np.multiply(y, scale, out=y)
+        if bias is not None:
+            np.add(y, bias, out=y)
+    return affine
+
+
+def _epsilon(n, default=1e-5):
+    eps = float(n.attrs.get("epsilon", default))
+    if not eps > 0:
+        raise ValueError(f"{n.op} node {n.name!r}: epsilon must be > 0, got {eps}")
+    return eps
+
+
+# --- LayerNormalization ---------------------------------------------------------------------
+
+def _ln_axis(n, rank):
+    return attr_axis(n, rank, default=-1)
+
+
+def _ln_shapes(n, ins, graph):
+    x = ins[0]
+    axis = _ln_axis(n, len(x))
+    stat = tuple(x[:axis]) + (1,) * (len(x) - axis)
+    for k in (1, 2):
+        if len(ins) > k and ins[k] is not None and \
+                tuple(np.broadcast_shapes(ins[k], x[axis:])) != tuple(x[axis:]):
+            raise ValueError(f"input {k} of shape {ins[k]} does not broadcast to {x[axis:]}")
+    return [tuple(x)] + [stat] * (len(n.outputs) - 1)
+
+
+def _ln_build(n, graph, shapes, view, scratch):
+    x, y = view(n.inputs[0]), view(n.outputs[0])
+    axis, eps = _ln_axis(n, x.ndim), _epsilon(n)
+    planes, size = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
+    scale = operand(graph, view, n.inputs[1])
+    bias = operand(graph, view, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+    norm, affine = _normalise_planes(x, y, planes, size, eps), _affine(y, scale, bias)
+    stats = [view(o) if o else None for o in (list(n.outputs[1:3]) + ["", ""])[:2]]
+    if not any(s is not None for s in stats) or x.size == 0:
+        return lambda: (norm(), affine())
+    mean, inv = scratch
+    xf = x.reshape(-1)
+
+    def layer_norm_with_stats():
+        _kernels.channel_stats(xf, planes, size, eps, mean, inv)
+        np.reciprocal(inv, out=inv)
+        norm()
+        affine()
+        for out, v in zip(stats, (mean, inv)):
+            if out is not None:
+                np.copyto(out.reshape(-1), v)
+    return layer_norm_with_stats
+
+
+def _ln_scratch(n, shapes, graph):
+    x = shapes[n.inputs[0]]
+    planes = int(np.prod(x[:_ln_axis(n, len(x))]))
+    return [(planes,), (planes,)] if any(n.outputs[1:]) else []
+
+
+def _ln_reference(n, inputs):
+    x = inputs[0]
+    axis, eps = _ln_axis(n, x.ndim), _epsilon(n)
+    axes = tuple(range(axis, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(((x64 - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+    y = (x64 - mean) * inv * inputs[1]
+    if len(inputs) > 2 and inputs[2] is not None:
+        y = y + inputs[2]
+    return [y.astype(x.dtype), mean.astype(np.float32), inv.astype(np.float32)][:len(n.outputs)]
+
+
+# --- GroupNormalization ---------------------------------------------------------------------
+
+def _gn_params(n, x_shape, scale_shape):
+    g = int(n.attrs["num_groups"])
+    c = x_shape[1]
+    if len(x_shape) < 3 or g < 1 or c % g:
+        raise ValueError(f"num_groups={g} must divide the channels of {x_shape}")
+    if scale_shape not in ((c,), (g,)):
+        raise ValueError(f"scale/bias of shape {scale_shape}: ({c},) or ({g},) expected")
+    return g
+
+
+def _per_channel(v, c, g, rank):
+    """scale or bias (per channel, or per group before opset 21) as (1, C, 1, ...)."""
+    v = np.asarray(v, np.float32).reshape(-1)
+    if v.size == g and g != c:
+        v = np.repeat(v, c // g)
+    return np.ascontiguousarray(v.reshape((1, c) + (1,) * (rank - 2)))
+
+
+def _gn_shapes(n, ins, graph):
+    _gn_params(n, ins[0], tuple(ins[1]))
+    plan_consts(n, graph)(1), plan_consts(n, graph)(2)
+    return [ins[0]]
+
+
+def _gn_build(n, graph, shapes, view, scratch):
+    x, y = view(n.inputs[0]), view(n.outputs[0])
+    get = plan_consts(n, graph)
+    g = _gn_params(n, x.shape, get(1).shape)
+    c = x.shape[1]
+    norm = _normalise_planes(x, y, x.shape[0] * g, x.size // (x.shape[0] * g), _epsilon(n))
+    affine = plane_affine(y, y, _per_channel(get(1), c, g, x.ndim),
+                          _per_channel(get(2), c, g, x.ndim))
+    return lambda: (norm(), affine())
+
+
+def _gn_reference(n, inputs):
+    x, scale, bias = inputs
+    g = _gn_params(n, x.shape, scale.shape)
+    nb, c = x.shape[:2]
+    xg = x.astype(np.float64).reshape(nb, g, -1)
+    mean = xg.mean(axis=2, keepdims=True)
+    xg = (xg - mean) / np.sqrt(((xg - mean) ** 2).mean(axis=2, keepdims=True) + _epsilon(n))
+    y = xg.reshape(x.shape) * _per_channel(scale, c, g, x.ndim) + _per_channel(bias, c, g,
+                                                                                x.ndim)
+    return [y.astype(x.dtype)]
+
+
+# --- BatchNormalization (inference) ---------------------------------------------------------
+
+def _bn_affine(n, get, rank):
+    if int(n.attrs.get("training_mode", 0)) or len([o for o in n.outputs if o]) > 1:
+        raise UnsupportedOpError(n.op, n.name, "training mode (running statistics outputs)")
+    scale, bias, mean, var = (np.asarray(get(k), np.float64) for k in range(1, 5))
+    a = scale / np.sqrt(var + _epsilon(n))
+    shape = (1, -1) + (1,) * (rank - 2)
+    return (a.reshape(shape).astype(np.float32),
+            (bias - mean * a).reshape(shape).astype(np.float32))
+
+
+def _bn_shapes(n, ins, graph):
+    if len(ins[0]) < 2:
+        raise ValueError(f"input rank {len(ins[0])}: needs (N, C, ...)")
+    a, _ = _bn_affine(n, plan_consts(n, graph), len(ins[0]))
+    if a.size != ins[0][1]:
+        raise ValueError(f"{a.size} statistics for {ins[0][1]} channels")
+    return [ins[0]]
+
+
+def plane_affine(x, y, a, b):
+    """Closure: y = x * a + b per (N, C) plane of contiguous x, y (a, b: (C,)), one pass of the
+    native AdaIN kernel given mu = 0, sigma = 1 as the planes' statistics."""
+    nb, c = x.shape[:2]
+    hw = int(np.prod(x.shape[2:]))
+    if x.size == 0:
+        return lambda: None
+    scale = np.ascontiguousarray(np.broadcast_to(a.reshape(-1), (nb, c))).reshape(-1)
+    shift = np.ascontiguousarray(np.broadcast_to(b.reshape(-1), (nb, c))).reshape(-1)
+    zeros, ones = np.zeros(nb * c, np.float32), np.ones(nb * c, np.float32)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    return lambda: _kernels.adain(xf, nb * c, hw, shift, scale, zeros, ones, 1.0, 0, 0.0, yf)
+
+
+def _bn_build(n, graph, shapes, view, scratch):
+    x, y = view(n.inputs[0]), view(n.outputs[0])
+    a, b = _bn_affine(n, plan_consts(n, graph), x.ndim)
+    return plane_affine(x, y, a, b)
+
+
+def _bn_reference(n, inputs):
+    x = inputs[0]
+    a, b = _bn_affine(n, lambda k: inputs[k], x.ndim)
+    return [(x.astype(np.float64) * a + b).astype(x.dtype)]
+
+
 register(OpSpec(ADAIN_OP, _nchw, _build_adain, _adain_reference, inplace=True,
                 domain=ADAIN_DOMAIN))
 register(OpSpec("InstanceNormalization", _nchw, _build_instance_norm, _instance_norm_reference,
                 inplace=True))
+register(OpSpec("LayerNormalization", _ln_shapes, _ln_build, _ln_reference, _ln_scratch,
+                out_dtypes=float_dtypes))
+register(OpSpec("GroupNormalization", _gn_shapes, _gn_build, _gn_reference, inplace=True))
+register(OpSpec("BatchNormalization", _bn_shapes, _bn_build, _bn_reference, inplace=True))

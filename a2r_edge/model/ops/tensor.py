@@ -1,10 +1,11 @@
-"""Ops that move values without arithmetic: Constant, Concat, DepthToSpace."""
+"""Ops that move values without arithmetic: Constant, Concat, Split, Slice, Gather, Expand,
+Transpose, DepthToSpace. (Pad is in pad.py; pure reshapes in shape.py.)"""
 from __future__ import annotations
 
 import numpy as np
 
 from ... import _kernels
-from .base import OpSpec, UnsupportedOpError, register
+from .base import OpSpec, UnsupportedOpError, copy_build, given, plan_consts, register
 
 
 # --- Constant: folded into graph.consts at load, never planned -------------------------------
@@ -99,6 +100,173 @@ def _d2s(n, inputs):
     return [np.ascontiguousarray(t).reshape(nb, c // (r * r), h * r, w * r)]
 
 
+# --- Transpose, Expand ------------------------------------------------------------------------
+
+def _perm(node, rank):
+    perm = node.attrs.get("perm")
+    perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(p % rank if rank else p for p in perm) != list(range(rank)):
+        raise ValueError(f"perm {perm} is not a permutation of {rank} axes")
+    return [p % rank for p in perm]
+
+
+def _transposed(node, x, y):
+    return x.transpose(_perm(node, x.ndim))
+
+
+def _expand_target(node, x_shape, get):
+    shape = get(1)
+    if shape is None or shape.ndim != 1:
+        raise ValueError("Expand needs a 1-D shape")
+    return tuple(np.broadcast_shapes(tuple(x_shape), tuple(int(v) for v in shape)))
+
+
+def _expanded(node, x, y):
+    return x   # np.copyto broadcasts
+
+
+# --- Split ---------------------------------------------------------------------------------------
+
+def _split_sizes(node, x_shape, get) -> tuple[int, list[int]]:
+    axis = int(node.attrs.get("axis", 0))
+    r = len(x_shape)
+    if not -r <= axis < r:
+        raise ValueError(f"axis={axis} out of range for rank {r}")
+    axis %= r
+    dim, k = x_shape[axis], len(node.outputs)
+    split = node.attrs.get("split")     # an attribute before opset 13
+    if split is None and get(1) is not None:
+        split = get(1).reshape(-1).tolist()
+    if split is None:
+        n = int(node.attrs.get("num_outputs", k))
+        part = -(-dim // n)              # ceil: the last part may be smaller
+        split = [min(part, max(dim - i * part, 0)) for i in range(n)]
+    split = [int(v) for v in split]
+    if len(split) != k or sum(split) != dim or min(split) < 0:
+        raise ValueError(f"split {split} does not cut axis {axis} of size {dim} into {k} parts")
+    return axis, split
+
+
+def _split_shapes(node, in_shapes, graph):
+    axis, split = _split_sizes(node, in_shapes[0], plan_consts(node, graph))
+    return [in_shapes[0][:axis] + (n,) + in_shapes[0][axis + 1:] for n in split]
+
+
+def _split_parts(x, axis, split):
+    k = 0
+    for n in split:
+        yield x[(slice(None),) * axis + (slice(k, k + n),)]
+        k += n
+
+
+def _split_build(node, graph, shapes, view, scratch):
+    x = view(node.inputs[0])
+    axis, split = _split_sizes(node, x.shape, plan_consts(node, graph))
+    pairs = [(view(o), part) for o, part in zip(node.outputs, _split_parts(x, axis, split)) if o]
+
+    def split_run():
+        for dst, src in pairs:
+            np.copyto(dst, src)
+    return split_run
+
+
+def _split(node, inputs):
+    axis, split = _split_sizes(node, inputs[0].shape, given(inputs))
+    return [p.copy() for p in _split_parts(inputs[0], axis, split)]
+
+
+# --- Slice ---------------------------------------------------------------------------------------
+
+def slice_index(node, x_shape, get) -> tuple:
+    """The numpy index of a Slice (starts/ends/axes/steps clamped as ONNX says)."""
+    a = node.attrs
+    if "starts" in a:                    # attributes before opset 10
+        starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
+    else:
+        starts, ends, axes, steps = (None if get(k) is None else get(k).reshape(-1).tolist()
+                                     for k in (1, 2, 3, 4))
+    r = len(x_shape)
+    axes = list(range(len(starts))) if axes is None else [int(v) for v in axes]
+    steps = [1] * len(starts) if steps is None else [int(v) for v in steps]
+    if not len(starts) == len(ends) == len(axes) == len(steps) or \
+            any(not -r <= ax < r for ax in axes) or len({ax % r for ax in axes}) != len(axes):
+        raise ValueError(f"starts {starts}, ends {ends}, axes {axes}, steps {steps} do not fit "
+                         f"rank {r}")
+    index = [slice(None)] * r
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax %= r
+        dim = x_shape[ax]
+        if sp == 0:
+            raise ValueError("slice step 0")
+        st, en = int(st), int(en)
+        st = st + dim if st < 0 else st
+        en = en + dim if en < 0 else en
+        if sp > 0:
+            st, en = min(max(st, 0), dim), min(max(en, 0), dim)
+        else:
+            st, en = min(max(st, -1), dim - 1), min(max(en, -1), dim - 1)
+        index[ax] = slice(st, None if en < 0 else en, sp)
+    return tuple(index)
+
+
+def _sliced_shape(node, in_shapes, graph):
+    x = in_shapes[0]
+    index = slice_index(node, x, plan_consts(node, graph))
+    return [tuple(len(range(*s.indices(d))) for s, d in zip(index, x))]
+
+
+def _slice_build(node, graph, shapes, view, scratch):
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    src = x[slice_index(node, x.shape, plan_consts(node, graph))]
+    return lambda: np.copyto(y, src)
+
+
+def _slice(node, inputs):
+    return [inputs[0][slice_index(node, inputs[0].shape, given(inputs))].copy()]
+
+
+# --- Gather ---------------------------------------------------------------------------------------
+
+def _gather_indices(node, x_shape, indices):
+    axis = int(node.attrs.get("axis", 0))
+    r = len(x_shape)
+    if not -r <= axis < r:
+        raise ValueError(f"axis={axis} out of range for rank {r}")
+    axis %= r
+    idx = np.asarray(indices, np.int64)
+    dim = x_shape[axis]
+    if np.any((idx < -dim) | (idx >= dim)):
+        raise ValueError(f"indices out of range for axis {axis} of size {dim}")
+    return axis, np.where(idx < 0, idx + dim, idx).astype(np.intp)
+
+
+def _gather_shapes(node, in_shapes, graph):
+    x, ind = in_shapes[0], in_shapes[1]
+    axis = int(node.attrs.get("axis", 0)) % len(x)
+    return [tuple(x[:axis]) + tuple(ind) + tuple(x[axis + 1:])]
+
+
+def _gather_build(node, graph, shapes, view, scratch):
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    axis, idx = _gather_indices(node, x.shape, plan_consts(node, graph)(1))
+    return lambda: np.take(x, idx, axis=axis, out=y, mode="clip")
+
+
+def _gather(node, inputs):
+    axis, idx = _gather_indices(node, inputs[0].shape, inputs[1])
+    return [np.take(inputs[0], idx, axis=axis)]
+
+
 register(OpSpec("Constant", _constant_shapes, _not_planned, _constant))
 register(OpSpec("Concat", _concat_shapes, _build_concat, _concat))
 register(OpSpec("DepthToSpace", _d2s_shapes, _build_d2s, _d2s))
+register(OpSpec("Transpose", lambda n, s, g: [tuple(s[0][p] for p in _perm(n, len(s[0])))],
+                copy_build(_transposed),
+                lambda n, i: [np.ascontiguousarray(i[0].transpose(_perm(n, i[0].ndim)))]))
+register(OpSpec("Expand", lambda n, s, g: [_expand_target(n, s[0], plan_consts(n, g))],
+                copy_build(_expanded),
+                lambda n, i: [np.broadcast_to(i[0], _expand_target(n, i[0].shape, given(i)))
+                              .copy()]))
+register(OpSpec("Split", _split_shapes, _split_build, _split))
+register(OpSpec("Slice", _sliced_shape, _slice_build, _slice))
+register(OpSpec("Gather", _gather_shapes, _gather_build, _gather))

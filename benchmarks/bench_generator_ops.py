@@ -1,0 +1,71 @@
+"""The new heavy ops of issue 19 beside onnxruntime, one op per graph, at generator sizes:
+ConvTranspose k3 s2 (pix2pix/CycleGAN upsampling), reflect Pad + 7x7 Conv (CycleGAN head),
+depthwise 3x3 Conv, MaxPool 3x3 s2, BatchNormalization, Resize linear x2.
+
+    python -m pytest benchmarks/bench_generator_ops.py -k "1thr" --benchmark-disable-gc
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from onnx_graphs import Builder  # noqa: E402
+from test_generator_ops import conv_transpose, _ints  # noqa: E402
+
+from a2r_edge.model import NativeExecutor  # noqa: E402
+from a2r_edge.runtime.ort import OrtSession  # noqa: E402
+from conftest import compare  # noqa: E402
+
+
+def upsample(b, c):
+    return conv_transpose(b, "x", c, c // 2, 3, 2, 1, op=1)
+
+
+def reflect_head(b, c):
+    y = b.node("Pad", ["x", _ints(b, [0, 0, 3, 3, 0, 0, 3, 3])], mode="reflect")
+    return b.conv(y, c, c, k=7, pad=0)
+
+
+def depthwise(b, c):
+    return b.conv("x", c, c, k=3, groups=c)
+
+
+def maxpool(b, c):
+    return b.node("MaxPool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+
+
+def batchnorm(b, c):
+    r = b.rng
+    return b.node("BatchNormalization", ["x", b.const(r.uniform(.5, 2, c)),
+                                         b.const(r.standard_normal(c)),
+                                         b.const(r.standard_normal(c)),
+                                         b.const(r.uniform(.5, 2, c))])
+
+
+def resize_linear(b, c):
+    return b.node("Resize", ["x", "", b.const([1, 1, 2, 2])], mode="linear")
+
+
+CASES = {  # name: (graph, channels, size)
+    "ConvTranspose k3 s2 64->32": (upsample, 64, 128),
+    "reflect Pad 3 + Conv 7x7 32->32": (reflect_head, 32, 256),
+    "depthwise Conv 3x3 x64": (depthwise, 64, 128),
+    "MaxPool 3x3 s2 x64": (maxpool, 64, 128),
+    "BatchNormalization x64": (batchnorm, 64, 128),
+    "Resize linear x2 x32": (resize_linear, 32, 128),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_op(benchmark, threads, case):
+    graph, c, size = CASES[case]
+    b = Builder(np.random.default_rng(0), c)
+    model = b.model(graph(b, c)).SerializeToString()
+    x = np.random.default_rng(1).standard_normal((1, c, size, size)).astype(np.float32)
+    ex, ort = NativeExecutor(model), OrtSession(model, threads=threads)
+    np.testing.assert_allclose(ex.run(x), ort.run({"x": x})[0], rtol=1e-3, atol=1e-3)
+    compare(benchmark, lambda: ex.run(x), lambda: ort.run({"x": x}), op=case.split()[0],
+            case=f"{case} {size}^2", threads=threads, peer_name="onnxruntime", target=1.0,
+            rounds=7)
