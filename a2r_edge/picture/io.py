@@ -20,6 +20,7 @@ import os
 import stat
 import struct
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +90,7 @@ def declared_size(head: bytes) -> tuple[int, int] | None:
     """(width, height) a PNG, JPEG, BMP, WebP, GIF or TIFF header declares, None when not
     found. Read before decoding so that a decompression bomb is refused before OpenCV
     allocates for it. ``head``: the file's bytes (the JPEG walk may need all of them)."""
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 24:
         return struct.unpack(">II", head[16:24])
     if _is_os2_bitmap(head):
         return struct.unpack("<HH", head[18:22])
@@ -168,13 +169,31 @@ def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
     """A file's bytes (``read_bytes``) -> uint8 picture as OpenCV reads it (16-bit pictures are
     rounded to 8 bits: ``is_16_bit`` tells the caller to say so); ``path`` names the picture in
     errors. InputError for what cannot be decoded or is too large."""
-    import cv2
-
     limit = _settings.get("A2R_MAX_PIXELS")
     size = declared_size(memoryview(np.ascontiguousarray(data)))  # no copy of the file
     if size is not None and size[0] * size[1] > limit:
         raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
                          f"A2R_MAX_PIXELS={limit} (refused before decoding)")
+    with _opencv_quiet():  # its log lines would add to the one-line InputError
+        return _decode_checked(data, path, limit)
+
+
+@contextmanager
+def _opencv_quiet():
+    """OpenCV's own log off (process-wide, for the call): the InputError says what failed."""
+    import cv2
+    logging = cv2.utils.logging
+    level = logging.getLogLevel()
+    logging.setLogLevel(logging.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        logging.setLogLevel(level)
+
+
+def _decode_checked(data: np.ndarray, path: Path, limit: int) -> np.ndarray:
+    """decode_picture once the declared size passed: decode, then check what came out."""
+    import cv2
     try:
         img = (_decode_os2_bitmap(data, path) if _is_os2_bitmap(data[:26].tobytes())
                else cv2.imdecode(data, cv2.IMREAD_UNCHANGED))
