@@ -12,8 +12,10 @@ OpenMP is used when a compile + link + run probe passes; otherwise every kernel 
 
 Optionally also the CUDA library ``a2r_edge/_a2r_cuda.so`` (cuda_ops/*.cu, loaded with ctypes by
 a2r_edge/runtime/cuda.py), compiled by nvcc after the extension; A2R_WITH_CUDA=auto (default:
-when nvcc is on PATH or under CUDA_HOME; a failure only warns), 1 (required: fail without it) or
-0 (never). Fixed architectures (never the build machine's GPU): SASS for sm_75 sm_80 sm_86 sm_89
+when nvcc is on PATH or under CUDA_HOME and the NVIDIA driver shows a GPU; a failure only warns),
+1 (required: fail without it) or 0 (never). The GPU check decides only whether the optional GPU
+library is worth its minutes of nvcc time; what it compiles does not depend on it. Fixed
+architectures (never the build machine's GPU): SASS for sm_75 sm_80 sm_86 sm_89
 sm_90 plus PTX compute_90, which newer GPUs JIT-compile.
 """
 import glob
@@ -122,16 +124,36 @@ def _find_nvcc():
     return None
 
 
+def _driver_sees_a_gpu():
+    """True when the NVIDIA driver lists at least one GPU (its /proc entries, else nvidia-smi)."""
+    gpus = "/proc/driver/nvidia/gpus"
+    if os.path.isdir(gpus) and os.listdir(gpus):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
 def build_cuda_library(package_dir):
     """Compile cuda_ops/*.cu into package_dir/_a2r_cuda.so per A2R_WITH_CUDA (auto|0|1).
 
-    Returns the library path or None. With auto, a missing nvcc or a failed build prints a
-    warning and the package stays CPU-only; with 1 both are errors. Skipped when up to date."""
+    Returns the library path or None. With auto, no GPU, a missing nvcc or a failed build prints
+    one line and the package stays CPU-only; with 1 nvcc is required and a failed build is an
+    error. Skipped when up to date."""
     mode = os.environ.get("A2R_WITH_CUDA", "auto").strip().lower() or "auto"
     if mode not in ("auto", "0", "1"):
         raise SystemExit(f"A2R_WITH_CUDA={mode!r} is invalid: must be one of auto, 0, 1")
     if mode == "0":
         print("a2r_edge: CUDA library off (A2R_WITH_CUDA=0)")
+        return None
+    if mode == "auto" and not _driver_sees_a_gpu():
+        print("a2r_edge: CUDA library not built (no NVIDIA GPU seen by the driver; "
+              "A2R_WITH_CUDA=1 builds it anyway); CPU only")
         return None
     nvcc = _find_nvcc()
     if nvcc is None:

@@ -9,6 +9,10 @@ Public names: ``Engine`` (convert pictures), ``ops`` (the native image ops), ``l
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version as _version
 
+from . import _settings
+
+_settings.export_opencv_limit()  # before anything loads cv2: OpenCV reads its limit once
+
 try:
     __version__ = _version("a2r_edge")
 except PackageNotFoundError:  # running from a source tree without an install

@@ -13,12 +13,12 @@ import argparse
 import platform
 import sys
 
-from .apps import convert, model_check
+from . import _settings
+from .apps import convert, model_check, one_line_warnings
 
 
 def _info(args: argparse.Namespace) -> int:
     import a2r_edge
-    from a2r_edge import _settings
     from a2r_edge.runtime import cpu, system, threads
 
     rows = [
@@ -64,10 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--device", default="auto", help="auto | cpu | gpu | split")
     args = parser.parse_args(argv)
     try:
+        one_line_warnings("a2r_edge")
+        _settings.check_all()  # a malformed A2R_* value: one line now, not one per picture
         return {"info": _info, "convert": convert.run,
                 "model": model_check.run}[args.command](args)
-    except (ValueError, OSError) as exc:  # bad settings, models, paths: one line, exit 2
-        print(f"a2r_edge: error: {exc}", file=sys.stderr)
+    # bad settings, models, paths; a model that fails on the calibration input or is too large
+    # for memory (RuntimeError, MemoryError): one line, exit 2
+    except (ValueError, OSError, RuntimeError, MemoryError) as exc:
+        print(f"a2r_edge: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
 

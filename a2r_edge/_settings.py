@@ -7,6 +7,7 @@ for an ``A2R_*`` name. A malformed value raises ``ValueError`` naming the variab
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,6 +18,20 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError("must be >= 1")
+    return value
+
+
+def max_threads() -> int:
+    """The most kernel threads accepted: 4x the CPUs this machine has. More only adds
+    oversubscription, and a count like 100000 makes OpenMP fail to create its pool."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def _thread_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > max_threads():
+        raise ValueError(f"must be at most {max_threads()} (4x the {os.cpu_count() or 1} CPUs "
+                         f"of this machine)")
     return value
 
 
@@ -49,9 +64,9 @@ SETTINGS = {s.name: s for s in (
     Setting("A2R_MAX_ISA", _choice(*ISA_LEVELS), None,
             "Highest CPU kernel level to use (baseline, avx2, avx512); default: the best this "
             "CPU and OS support."),
-    Setting("A2R_NUM_THREADS", _positive_int, None,
-            "Threads for the native CPU kernels; default: physical cores within the affinity "
-            "mask and the cgroup CPU quota."),
+    Setting("A2R_NUM_THREADS", _thread_count, None,
+            "Threads for the native CPU kernels (1 .. 4x the CPUs); default: physical cores "
+            "within the affinity mask and the cgroup CPU quota."),
     Setting("A2R_CACHE_DIR", str, None,
             "Folder for per-machine measurements (bench --save-profile, the scheduler's "
             "calibration); default: $XDG_CACHE_HOME/a2r_edge or ~/.cache/a2r_edge."),
@@ -73,8 +88,8 @@ SETTINGS = {s.name: s for s in (
             when="build time"),
     Setting("A2R_WITH_CUDA", _choice("auto", "0", "1"), "auto",
             "Build the CUDA library a2r_edge/_a2r_cuda.so with nvcc: auto (when nvcc is on PATH "
-            "or under CUDA_HOME; a failed build only warns), 1 (required: fail without nvcc), "
-            "0 (never).", when="build time"),
+            "or under CUDA_HOME and the NVIDIA driver shows a GPU; a failed build only warns), "
+            "1 (required: fail without nvcc), 0 (never).", when="build time"),
     Setting("A2R_CUDA_FAULT", _choice("none", "oom"), "none",
             "Fault injection for tests: oom makes every device and pinned host allocation of the "
             "CUDA library fail with its out-of-memory status (read by the library itself)."),
@@ -91,6 +106,29 @@ def get(name: str) -> Any:
         return setting.parse(text)
     except ValueError as exc:
         raise ValueError(f"{name}={text!r} is invalid: {exc}") from None
+
+
+def export_opencv_limit() -> None:
+    """Sets OpenCV's decoder limit (OPENCV_IO_MAX_IMAGE_PIXELS) to A2R_MAX_PIXELS unless the
+    user set it, so that OpenCV refuses a picture whose header lies about its size before
+    allocating for it. OpenCV reads the variable once, when cv2 loads: a2r_edge calls this at
+    import, so it holds wherever a2r_edge is imported before cv2 (the command line always is)."""
+    if "cv2" in sys.modules:
+        return
+    try:
+        limit = get("A2R_MAX_PIXELS")
+    except ValueError:  # reported where the setting is read
+        return
+    os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(limit))
+
+
+def check_all() -> None:
+    """Parse every run-time setting once: the command line calls this at start, so a
+    malformed value is one line before any work, not one per picture. ValueError for the first
+    malformed one."""
+    for name, setting in SETTINGS.items():
+        if setting.when == "run time":
+            get(name)
 
 
 def describe() -> list[tuple[str, str, str]]:

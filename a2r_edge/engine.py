@@ -79,6 +79,7 @@ class Engine:
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)
+        backend = self._backend_for_custom_ops(backend, runners.unsupported)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, runners.unsupported)
         self.stream_plan = make_plan(self.model.stages, device, backend, runners.unsupported,
@@ -103,6 +104,26 @@ class Engine:
         self._model_id: bytes | None = None
         self._bpp: float | None = None
         self._pipe: Pipeline | None = None  # the last stream's pipeline (latency())
+        self._metrics = None  # the last stream's StreamMetrics (GPU fallbacks are counted there)
+
+    def _backend_for_custom_ops(self, backend, unsupported: dict) -> str | None:
+        """A stage with a node onnxruntime has no kernel for (the a2r AdaIN stage as one node,
+        com.a2r_edge::AdaIN) runs natively: backend None becomes "native"; ValueError when
+        onnxruntime is asked for, or another stage needs it."""
+        from .runtime.ort import unrunnable_ops
+        blocked = {s.name: unrunnable_ops(s.params["file"]) for s in self.model.stages
+                   if s.kind == "onnx"}
+        blocked = {name: ops for name, ops in blocked.items() if ops}
+        if not blocked or backend == "native":
+            return backend
+        name, ops = next(iter(blocked.items()))
+        if backend == "onnxruntime" or unsupported:
+            why = ("backend='onnxruntime' was asked for" if backend == "onnxruntime" else
+                   f"stage {next(iter(unsupported))!r} needs onnxruntime: "
+                   f"{next(iter(unsupported.values()))}")
+            raise ValueError(f"stage {name!r} uses {', '.join(ops)}, which only the native "
+                             f"executor runs, but {why}")
+        return "native"
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -117,7 +138,7 @@ class Engine:
         img = as_picture(img)
         tile = self._check_tile(tile) or self.tile
         stats, colour = self._reference(style, style_colour)
-        box = self._roi(to_bgr(img)) if self._roi is not None else None
+        box = self._box(img)
         if box is not None:
             x0, y0, x1, y1 = box
             crop = style_mod.styled(img[y0:y1, x0:x1], colour)
@@ -148,16 +169,20 @@ class Engine:
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
                content_stats: Callable | None = None, colour_stats: Callable | None = None,
-               style_colour: float | None = None) -> Iterator[np.ndarray]:
+               style_colour: float | None = None, metrics=None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use; colour_stats: the same for
         each frame's own colour statistics (``stages.colour_moments``) before style='s colour
         step, called in frame order (apps/video.py smooths both over time). Per-stage latencies of
-        the current or last stream: ``latency()``."""
+        the current or last stream: ``latency()``. metrics: a ``runtime.metrics.StreamMetrics``
+        that gets every stage time, frame and GPU fallback (Prometheus; ``metrics.serve(port)``).
+        """
+        self._metrics = metrics
         return self._with_roi(frames, lambda fr: self._stream(
-            fr, style, style_colour, content_stats=content_stats, colour_stats=colour_stats))
+            fr, style, style_colour, content_stats=content_stats, colour_stats=colour_stats,
+            metrics=metrics))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features
@@ -228,6 +253,8 @@ class Engine:
     def _recover(self, fault, img, tile, stats) -> np.ndarray:
         """The picture converted anew after a GPU fault (``fallback.recover``). (A stream's
         content_stats smoothing does not apply to a recovered frame.)"""
+        if self._metrics is not None:
+            self._metrics.fallback("tiles" if fault.oom else "cpu")
         with self._forward.lock:
             return fallback.recover(
                 fault, img, tile or max(img.shape[:2]), self.model.stride,
@@ -255,6 +282,14 @@ class Engine:
 
     # --- pictures in bulk: ROI crops, the pipelined stream ---------------------------------------
 
+    def _box(self, img: np.ndarray):
+        """The ROI detector's box for ``img``, clipped to it (a detector's box may reach past
+        the picture); None: no detector, no detection, or nothing of the box inside."""
+        if self._roi is None:
+            return None
+        box = self._roi(to_bgr(img))
+        return None if box is None else roi_mod.clip(box, img.shape)
+
     def _with_roi(self, frames, run):
         """run(crops) over the ROI crops of ``frames``, each result pasted back (no ROI: as is)."""
         if self._roi is None:
@@ -265,7 +300,7 @@ class Engine:
         def crops():
             for i, frame in enumerate(frames):
                 frame = as_picture(frame, f"frame {i}")
-                box = self._roi(to_bgr(frame))
+                box = self._box(frame)
                 pending.append((frame, box))
                 yield frame if box is None else frame[box[1]:box[3], box[0]:box[2]]
 
@@ -274,7 +309,7 @@ class Engine:
             yield out if box is None else roi_mod.paste(frame, out, box)
 
     def _stream(self, frames, style, strength, cache=False, content_stats=None,
-                colour_stats=None):
+                colour_stats=None, metrics=None):
         stats, colour = self._reference(style, strength)
         tile = self.tile
         slots = threading.BoundedSemaphore(_IN_FLIGHT)
@@ -306,7 +341,7 @@ class Engine:
             return out
 
         pipe = Pipeline([("preprocess", prep), ("network", network), ("postprocess", post)],
-                        depth=_DEPTH)
+                        depth=_DEPTH, observe=metrics.observe if metrics is not None else None)
 
         def gated():  # a frame enters only when a slot is free (outside the timed stages)
             for item in enumerate(frames):
@@ -316,7 +351,12 @@ class Engine:
                 yield item
 
         self._pipe = pipe
-        yield from pipe.run(gated())
+        if metrics is None:
+            yield from pipe.run(gated())
+            return
+        for out in pipe.run(gated()):
+            metrics.frame_done()
+            yield out
 
     # --- settings ----------------------------------------------------------------------------------
 

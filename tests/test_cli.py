@@ -2,36 +2,19 @@
 import os
 import subprocess
 import sys
-
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
-import a2r_edge
+from cli_run import PACKAGE_ROOT, cli, save
 from model_packages import make_package
-
-# The subprocesses import the same a2r_edge as this test process, wherever it was built.
-PACKAGE_ROOT = str(Path(a2r_edge.__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return str(make_package(tmp_path_factory.mktemp("cli") / "tiny"))
-
-
-def cli(*args, cwd=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2R_")}
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "a2r_edge", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
-
-
-def save(path, shape, seed=0):
-    img = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
-    assert cv2.imwrite(str(path), img)
-    return img
 
 
 def test_one_file(tmp_path, model):

@@ -216,7 +216,8 @@ def video_files(tmp_path_factory):
 VIDEO_WORDS = ["--input", "@ok.avi", "@bad.avi", "@missing.avi", "--output", "@out.mp4",
                "@out.gif", "--size", "32x24", "0x0", "abc", "--smooth", "0.5", "-1", "nan",
                "--max-frames", "0", "1", "-5", "--device", "cpu", "gpu", "tpu", "--roi",
-               "face", "hands", "--show", "-q", "--model", "@model"]
+               "face", "hands", "--show", "-q", "--model", "@model", "--camera", "-1", "99",
+               "@out.webm", "@ok.avi", "--metrics-port", "70000", "x"]
 
 
 @FUZZ
@@ -240,6 +241,97 @@ def test_video_cli_arguments(engine, video_files, words):
     if code == 2:
         assert err.getvalue().strip(), argv
     CASES[f"video cli: exit {code}"] += 1
+
+
+def _picture_templates():
+    import cv2
+    img = np.random.default_rng(0).integers(0, 256, (12, 9, 3), dtype=np.uint8)
+    out = {ext: cv2.imencode(ext, img)[1].tobytes()
+           for ext in (".png", ".jpg", ".bmp", ".webp", ".tiff")}
+    out[".png16"] = cv2.imencode(".png", img.astype(np.uint16) * 257)[1].tobytes()
+    out[".gif"] = (b"GIF89a" + bytes([9, 0, 12, 0, 0x80, 0, 0]) + bytes(6) + b"\x2c" +
+                   bytes([0, 0, 0, 0, 1, 0, 1, 0, 0]) + bytes([2, 2, 0x4C, 0x01, 0]) + b"\x3b")
+    out[".os2.bmp"] = (b"BM" + (26 + 48).to_bytes(4, "little") + bytes(4) +
+                       (26).to_bytes(4, "little") + (12).to_bytes(4, "little") +
+                       (4).to_bytes(2, "little") + (4).to_bytes(2, "little") +
+                       (1).to_bytes(2, "little") + (24).to_bytes(2, "little") + bytes(48))
+    return out
+
+
+PICTURES = _picture_templates()
+
+
+@FUZZ
+@given(kind=st.sampled_from(sorted(PICTURES)), edits=st.lists(
+    st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=6),
+    cut=st.one_of(st.none(), st.integers(0, 400)), dims=st.integers(0, 2 ** 32 - 1))
+def test_picture_bytes_never_crash(kind, edits, cut, dims, monkeypatch):
+    """Picture files with flipped bytes, truncated, or sizes in their headers set to anything:
+    decoding raises InputError (one line) or gives uint8 within A2R_MAX_PIXELS."""
+    from pathlib import Path
+    from a2r_edge.picture import io as pio
+    monkeypatch.setenv("A2R_MAX_PIXELS", "4096")
+    data = bytearray(PICTURES[kind])
+    for at, value in edits:
+        if at < len(data):
+            data[at] = value
+    if kind in (".png", ".png16"):  # the IHDR width, the field a bomb lies in
+        data[16:20] = dims.to_bytes(4, "big")
+    elif kind == ".gif":
+        data[6:8] = (dims & 0xFFFF).to_bytes(2, "little")
+    if cut is not None:
+        data = data[:cut]
+    try:
+        img = pio.decode_picture(np.frombuffer(bytes(data), np.uint8), Path("fuzz" + kind))
+    except pio.InputError:
+        CASES["picture bytes: refused"] += 1
+        return
+    assert img.dtype == np.uint8 and img.shape[0] * img.shape[1] <= 4096
+    CASES["picture bytes: decoded"] += 1
+
+
+@pytest.fixture(scope="module")
+def convert_files(tmp_path_factory):
+    import os
+    import cv2
+    folder = tmp_path_factory.mktemp("convert_fuzz")
+    (folder / "in" / "sub").mkdir(parents=True)
+    bgra = np.zeros((8, 8, 4), np.uint8)
+    cv2.imwrite(str(folder / "in" / "a.png"), bgra)
+    cv2.imwrite(str(folder / "in" / "sub" / "b.png"), np.full((9, 8, 3), 90, np.uint8))
+    cv2.imwrite(str(folder / "one.png"), np.full((8, 8, 3), 30, np.uint8))
+    (folder / "bad.png").write_bytes(PICTURES[".gif"])
+    os.mkfifo(folder / "fifo.png")
+    return folder
+
+
+CONVERT_WORDS = ["@in", "@one.png", "@bad.png", "@fifo.png", "@missing.png", "-o", "@out",
+                 "@out.jpg", "@one.png", "@out/x.png", "--recursive", "--resume", "--overwrite",
+                 "--background", "#00ff00", "red", "--style", "--side-by-side", "-q",
+                 "--model", "@model"]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(CONVERT_WORDS), max_size=7))
+def test_convert_cli_arguments(engine, convert_files, words):
+    """Any argument list: exit 0 or 2 with one-line errors, never a traceback or a hang (a FIFO
+    as input or --style is refused without being read)."""
+    import contextlib
+    import io
+    from a2r_edge.__main__ import main
+    model = str(engine.model.folder)
+    argv = ["convert"] + [model if w == "@model" else str(convert_files / w[1:])
+                          if w.startswith("@") else w for w in words]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code
+    assert code in (0, 2), (argv, code, err.getvalue())
+    assert "Traceback" not in err.getvalue()
+    CASES[f"convert cli: exit {code}"] += 1
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -72,3 +72,31 @@ def test_bad_roi_and_grow():
     with pytest.raises(ValueError, match="roi must be"):
         roi.resolve("hands")
     assert roi.grow((10, 10, 20, 20), (25, 100), 0.5) == (5, 5, 25, 25)
+
+
+@pytest.mark.parametrize("box,inside", [((-20, -10, 30, 20), (0, 0, 30, 20)),
+                                        ((50, 40, 500, 400), (50, 40, 64, 48)),
+                                        ((10.4, 5.6, 20.2, 30.9), (10, 5, 21, 31))])
+def test_boxes_outside_the_picture_are_clipped(package, box, inside):
+    img = picture((48, 64, 3))
+    eng = Engine(package, roi=lambda bgr: box)
+    out = eng.convert(img)
+    assert out.shape == img.shape
+    x0, y0, x1, y1 = inside
+    changed = np.argwhere(np.any(out != img, axis=2))
+    assert changed.size
+    assert changed[:, 0].min() >= y0 and changed[:, 0].max() < y1
+    assert changed[:, 1].min() >= x0 and changed[:, 1].max() < x1
+
+
+@pytest.mark.parametrize("box", [(100, 100, 200, 200), (-5, -5, -1, -1), (10, 10, 10, 20)])
+def test_a_box_with_nothing_inside_converts_the_whole_picture(package, box):
+    img = picture((48, 64, 3))
+    whole = Engine(package).convert(img)
+    np.testing.assert_array_equal(Engine(package, roi=lambda bgr: box).convert(img), whole)
+
+
+@pytest.mark.parametrize("box", [(0, 0, float("nan"), 5), (1, 2, 3), "abcd"])
+def test_a_box_that_is_not_four_numbers_is_a_value_error(package, box):
+    with pytest.raises(ValueError, match="ROI box"):
+        Engine(package, roi=lambda bgr: box).convert(picture((48, 64, 3)))

@@ -291,7 +291,7 @@ def test_bench_quick_profile_validates(tmp_path):
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.Draft202012Validator(schema).validate(data)
     assert data["source"] == "measured"
-    assert "roofline" in proc.stdout and "ratio" in proc.stdout
+    assert "reference rates" in proc.stdout and "ratio" in proc.stdout
     assert any("tiny" in n or "bundled" in n for n in data["notes"])
     assert {e["backend"] for e in data["stages"]} == {"native", "onnxruntime"}
     # the profile drives the scheduler: its model figures are used

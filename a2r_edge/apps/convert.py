@@ -1,13 +1,14 @@
 """``python -m a2r_edge convert``: pictures in, converted pictures out.
 
-Inputs are files or folders (their png, jpg, jpeg, webp, bmp files, not recursive). With one
-input file, -o names the output file (or an existing folder); otherwise -o is a folder, created
-if needed, and each output keeps its input's name. Every output is written to a temporary file
-in the target folder and renamed into place, so an interrupted run never leaves half a picture;
-an output equal to an input is refused unless --overwrite. A bad or unreadable input is reported
+Inputs are files or folders (their png, jpg, jpeg, webp, bmp files; subfolders with
+--recursive, else counted in a note). With one input that is not a folder, -o names the output
+file (or an existing folder); otherwise -o is a folder, created if needed, and each output keeps
+its input's name (and subfolder). Every output is written to a private temporary file in the
+target folder and renamed into place, so an interrupted run never leaves half a picture; an
+output equal to an input is refused unless --overwrite. A bad or unreadable input is reported
 in one line and skipped; the exit code is then 2, and the summary lists every failure at the
-end. --resume skips outputs that already exist and are complete (decodable, expected size).
-Picture headers declaring more than A2R_MAX_PIXELS pixels are refused before decoding.
+end. --resume skips outputs that already exist and are complete (decodable, expected size) and
+removes the temporary files a killed run left. Reading within limits: picture/io.py.
 
 This module owns the files (listing, naming, --resume, atomic writes, failure report); a
 converter only turns inputs into output bytes: ``convert_here`` (one Engine, this machine) or,
@@ -20,8 +21,9 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..picture.io import (CONVERT_ERRORS, Result, failure, finish, output_complete,
-                          read_picture, write_bytes)
+from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
+                          loses_alpha, output_complete, read_bytes, read_picture, stale_temps,
+                          write_bytes)
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
@@ -80,6 +82,12 @@ def add_parser(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse a model with a node the native executor cannot run (and a GPU "
                         "stage that fails) instead of running it on onnxruntime (or the CPU)")
+    p.add_argument("-r", "--recursive", action="store_true",
+                   help="also convert the pictures in subfolders of INPUT folders (the outputs "
+                        "keep the subfolder layout under OUTPUT)")
+    p.add_argument("--background", type=colour, metavar="COLOUR",
+                   help="for outputs without transparency (.jpg): the colour transparent parts "
+                        "of a BGRA picture are put on, #rrggbb (default: white, with a note)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -126,6 +134,18 @@ def style_colour(text: str) -> float:
     return value
 
 
+def colour(text: str) -> tuple[int, int, int]:
+    """--background #rrggbb -> (b, g, r), OpenCV's channel order."""
+    t = text.strip().lstrip("#")
+    try:
+        if len(t) != 6:
+            raise ValueError
+        r, g, b = (int(t[i:i + 2], 16) for i in (0, 2, 4))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--background must be #rrggbb, got {text!r}") from None
+    return b, g, r
+
+
 def check_style_options(args: argparse.Namespace) -> None:
     """--style-colour means nothing without --style: refused rather than ignored."""
     if args.style is None and args.style_colour is not None:
@@ -141,52 +161,102 @@ def _ray_address(value: str) -> str:
     return value
 
 
-def collect_inputs(items: list[str]) -> tuple[list[Path], list[str]]:
-    """(picture files in order, error lines for inputs that do not exist)."""
-    files, errors = [], []
+class Inputs:
+    """The pictures to convert: ``files`` in order, each with ``names[i]``, its output path
+    relative to the output folder (the file name; with --recursive the path below its input
+    folder); ``errors``: lines for inputs that do not exist; ``skipped_folders`` and
+    ``skipped_files``: what the folders held that is not converted (subfolders without
+    --recursive, files of other types), counted for the summary."""
+
+    def __init__(self):
+        self.files: list[Path] = []
+        self.names: list[Path] = []
+        self.errors: list[str] = []
+        self.skipped_folders = self.skipped_files = 0
+
+    def add_folder(self, folder: Path, recursive: bool) -> None:
+        found = []
+        stack = [folder]
+        while stack:
+            here = stack.pop()
+            for q in sorted(here.iterdir()):
+                if q.is_dir():
+                    if recursive:
+                        stack.append(q)
+                    else:
+                        self.skipped_folders += 1
+                elif q.is_file() and q.suffix.lower() in EXTENSIONS:
+                    found.append(q)
+                elif not q.name.startswith("."):  # hidden files (our temporaries) not counted
+                    self.skipped_files += 1
+        if not found:
+            self.errors.append(f"{folder}: folder holds no {'/'.join(EXTENSIONS)} pictures" +
+                               ("" if recursive else " (subfolders need --recursive)"))
+        found.sort()
+        self.files += found
+        self.names += [q.relative_to(folder) for q in found]
+
+    def skipped_note(self) -> str:
+        parts = []
+        if self.skipped_folders:
+            parts.append(f"{self.skipped_folders} subfolder(s) (--recursive converts them)")
+        if self.skipped_files:
+            parts.append(f"{self.skipped_files} file(s) not {'/'.join(EXTENSIONS)}")
+        return "not converted: " + ", ".join(parts) if parts else ""
+
+
+def collect_inputs(items: list[str], recursive: bool = False) -> Inputs:
+    """The picture files ``items`` (files and folders) name."""
+    found = Inputs()
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in EXTENSIONS)
-            if not found:
-                errors.append(f"{p}: folder holds no {'/'.join(EXTENSIONS)} pictures")
-            files += found
+            found.add_folder(p, recursive)
         elif p.is_file():
-            files.append(p)
+            found.files.append(p)
+            found.names.append(Path(p.name))
         else:
-            errors.append(f"{p}: no such file or folder")
-    return files, errors
+            found.errors.append(f"{p}: no such file or folder")
+    return found
 
 
-def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path, list[str]]:
-    """(inputs, their output paths, the path the summary shows, error lines for missing
-    inputs). ValueError for a usage error (bad output name, name clashes, an input as output)."""
-    files, errors = collect_inputs(args.inputs)
+def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path, Inputs]:
+    """(inputs, their output paths, the path the summary shows, the ``Inputs`` with error lines
+    for missing inputs). One input that is not a folder: -o is the output file (a folder only
+    when it exists as one). ValueError for a usage error (bad output name, name clashes, an
+    input as output)."""
+    found = collect_inputs(args.inputs, getattr(args, "recursive", False))
+    files = found.files
     out_arg = Path(args.output)
-    single = len(files) == 1 and len(args.inputs) == 1 and Path(args.inputs[0]).is_file() \
-        and not out_arg.is_dir()
+    single = len(args.inputs) == 1 and not Path(args.inputs[0]).is_dir() and not out_arg.is_dir()
     if single:
         if out_arg.suffix.lower() not in EXTENSIONS:
             raise ValueError(f"output {out_arg}: give a picture file name ({', '.join(EXTENSIONS)}) "
-                             f"or a folder")
-        targets = [out_arg]
-        out_arg.parent.mkdir(parents=True, exist_ok=True)
+                             f"or an existing folder")
+        targets = [out_arg] * len(files)
+        if files:
+            out_arg.parent.mkdir(parents=True, exist_ok=True)
     else:
         if out_arg.exists() and not out_arg.is_dir():
             raise ValueError(f"output {out_arg} is a file; several inputs need an output folder")
-        out_arg.mkdir(parents=True, exist_ok=True)
-        targets = [out_arg / f.name for f in files]
-        names = [t.name for t in targets]
+        targets = [out_arg / n for n in found.names]
+        names = [str(n) for n in found.names]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"several inputs would write the same output name: {', '.join(dup)}")
+        for folder in sorted({t.parent for t in targets}):
+            folder.mkdir(parents=True, exist_ok=True)
     inputs = {f.resolve() for f in files}
     if not args.overwrite:
         for t in targets:
             if t.resolve() in inputs:
                 raise ValueError(f"output {t} is also an input: refusing to overwrite it "
                                  f"(use --overwrite)")
-    return files, targets, targets[0] if single else out_arg, errors
+    if getattr(args, "resume", False):  # what a killed run left behind
+        for t in targets:
+            for tmp in stale_temps(t):
+                tmp.unlink(missing_ok=True)
+    return files, targets, out_arg, found
 
 
 def convert_here(args: argparse.Namespace, files: list[Path],
@@ -199,16 +269,31 @@ def convert_here(args: argparse.Namespace, files: list[Path],
                     strict=args.strict)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
 
+    background = getattr(args, "background", None)
+    said = set()
+
+    def note(kind: str, text: str) -> None:  # each kind of note once per run
+        if kind not in said and not args.quiet:
+            said.add(kind)
+            print(f"a2r_edge: note: {text}", file=sys.stderr)
+
     def results():
         for i, (src_path, dst_path) in enumerate(zip(files, targets)):
             try:
-                img = read_picture(src_path)
+                data = read_bytes(src_path)
+                img = decode_picture(data, src_path)
+                if is_16_bit(data):
+                    note("16", f"{src_path} has 16 bits per channel: the model converts 8-bit "
+                               f"pictures, so it is rounded to 8 bits and the output is 8-bit")
+                if loses_alpha(img, dst_path) and background is None:
+                    note("alpha", f"{dst_path.suffix} has no transparency: transparent parts "
+                                  f"are put on white (--background #rrggbb to choose)")
                 if args.resume and output_complete(dst_path, img.shape, engine.model.scale,
                                                    args.side_by_side):
                     yield i, None, None
                     continue
                 out = engine.convert(img, style=style, style_colour=args.style_colour)
-                yield i, finish(img, out, dst_path, args.side_by_side), None
+                yield i, finish(img, out, dst_path, args.side_by_side, background), None
             except CONVERT_ERRORS as exc:  # one bad picture never stops the others
                 yield i, None, failure(src_path, exc)
     return results()
@@ -251,7 +336,10 @@ def run(args: argparse.Namespace) -> int:
         from . import distributed
         distributed.require_ray()  # before any work: the one line saying what to install
     check_style_options(args)
-    files, targets, shown, errors = plan_outputs(args)
+    files, targets, shown, found = plan_outputs(args)
+    errors = found.errors
+    if found.skipped_note() and not args.quiet:
+        print(f"a2r_edge: note: {found.skipped_note()}", file=sys.stderr)
     if on_ray:
         results = distributed.convert_on_ray(args, files, targets)
     else:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 import threading
 import time
@@ -28,21 +27,20 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
+from . import one_line_warnings
 from .convert import check_style_options, style_colour
+from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
+                          quiet_stderr, read_frames, same_file)
 
-FOURCC = {".mp4": "mp4v", ".avi": "MJPG"}
 # Reconnect attempts before a lost camera ends the run, and the pause between them: a USB
 # camera that re-enumerates comes back within about a second.
 RECONNECTS = 3
 RETRY_DELAY_S = 0.5
 # fps written for a camera that does not report one: the usual webcam rate.
 DEFAULT_CAMERA_FPS = 30.0
-
-
-class UsageError(ValueError):
-    """A bad argument or input: one line, exit code 2."""
 
 
 # --- camera ---------------------------------------------------------------------------------------
@@ -62,7 +60,7 @@ class LatestFrameGrabber:
             open_capture, reconnects, retry_delay, name
         self._cap = open_capture()
         if self._cap is None:
-            raise UsageError(f"cannot open {name}")
+            raise UsageError(f"cannot open {name} (no such device, busy, or no permission)")
         self._cond = threading.Condition()
         self._frame = None
         self._done = False
@@ -147,7 +145,8 @@ def open_camera(index: int, size: tuple[int, int] | None):
     import cv2
 
     def opener():
-        cap = cv2.VideoCapture(index)
+        with quiet_stderr():  # OpenCV's backend-by-backend warnings: our one line says it
+            cap = cv2.VideoCapture(index)
         if not cap.isOpened():
             cap.release()
             return None
@@ -157,49 +156,6 @@ def open_camera(index: int, size: tuple[int, int] | None):
             cap.set(cv2.CAP_PROP_FRAME_HEIGHT, size[1])
         return cap
     return opener
-
-
-# --- files ----------------------------------------------------------------------------------------
-
-def read_frames(cap) -> Iterator[np.ndarray]:
-    """Every frame of an opened capture, in order."""
-    while True:
-        ok, frame = cap.read()
-        if not ok or frame is None:
-            return
-        yield frame
-
-
-class AtomicVideoWriter:
-    """cv2.VideoWriter into a temporary file beside ``path``; ``close()`` renames it into place
-    (the container is only playable once released, so the final name never holds half a file).
-    Frames of another size are resized to ``size`` (W, H)."""
-
-    def __init__(self, path: Path, fps: float, size: tuple[int, int]):
-        import cv2
-        ext = path.suffix.lower()
-        if ext not in FOURCC:
-            raise UsageError(f"output {path}: use a .mp4 or .avi file name")
-        self.path, self.size = path, size
-        self.tmp = path.with_name(f".{path.stem}.partial{ext}")  # same extension: same container
-        self._w = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*FOURCC[ext]), fps, size)
-        if not self._w.isOpened():
-            self.tmp.unlink(missing_ok=True)
-            raise UsageError(f"output {path}: OpenCV cannot write {FOURCC[ext]} {ext} files here")
-        self.frames = 0
-
-    def write(self, frame: np.ndarray) -> None:
-        import cv2
-        if frame.ndim == 2:
-            frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
-        if (frame.shape[1], frame.shape[0]) != self.size:
-            frame = cv2.resize(frame, self.size, interpolation=cv2.INTER_AREA)
-        self._w.write(np.ascontiguousarray(frame[:, :, :3]))
-        self.frames += 1
-
-    def close(self) -> None:
-        self._w.release()
-        os.replace(self.tmp, self.path)
 
 
 # --- temporal smoothing ------------------------------------------------------------------------
@@ -255,6 +211,26 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _camera_index(text: str) -> int:
+    try:
+        index = int(text)
+    except ValueError:
+        index = -1
+    if not 0 <= index < 1 << 16:  # OpenCV crashes on negative indices
+        raise argparse.ArgumentTypeError(f"--camera must be a camera index >= 0, got {text!r}")
+    return index
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"--metrics-port must be a port 0..65535, got {text!r}")
+    return port
+
+
 def _alpha(text: str) -> float:
     try:
         a = float(text)
@@ -275,12 +251,19 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m a2r_edge.video",
                 description="Convert a camera feed or a video file frame by frame.")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--camera", type=int, metavar="N", help="camera index (0: the first)")
+    src.add_argument("--camera", type=_camera_index, metavar="N",
+                     help="camera index (0: the first)")
     src.add_argument("--input", metavar="FILE", help="video file: every frame, in order")
-    p.add_argument("--output", metavar="FILE", help="write the converted video (.mp4 or .avi)")
-    p.add_argument("--show", action="store_true", help="show the frames with an fps overlay")
+    p.add_argument("--output", metavar="FILE",
+                   help="write the converted video: .webm (VP8, plays in browsers), .mp4 "
+                        "(H.264 where this OpenCV has it, else MPEG-4 Part 2) or .avi (MJPG); "
+                        "without it nothing is written")
+    p.add_argument("--show", action="store_true",
+                   help="show the frames with an fps overlay (needs an OpenCV with a GUI; the "
+                        "headless wheel this package installs has none: use --output)")
     p.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"))
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
+                   help="where to run (default: auto = the plan's choice)")
     p.add_argument("--size", type=_size, metavar="WxH",
                    help="convert at this size (the camera is asked for it; output keeps the "
                         "source size)")
@@ -299,6 +282,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region (the animeface package; "
                         "the whole frame until a face is found)")
+    p.add_argument("--metrics-port", type=_port, metavar="PORT",
+                   help="serve Prometheus metrics (stage latency histograms, fps, dropped "
+                        "frames, fallbacks, memory) at http://127.0.0.1:PORT/metrics during "
+                        "the run (0: a free port, printed); needs the [metrics] extra")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     return p
 
@@ -338,6 +325,36 @@ def _smoothed(detector, alpha):
     return detect
 
 
+def _serve_metrics(port: int | None):
+    """A StreamMetrics served on 127.0.0.1:``port`` (its URL printed), None without a port."""
+    if port is None:
+        return None
+    from ..runtime.metrics import StreamMetrics
+    try:
+        metrics = StreamMetrics()
+        port = metrics.serve(port)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"a2r_edge.video: metrics: http://127.0.0.1:{port}/metrics", file=sys.stderr,
+          flush=True)
+    return metrics
+
+
+def check_output(args: argparse.Namespace) -> Path | None:
+    """--output as a Path (None: none); UsageError for a container without a codec here, or an
+    output that is the input (same path or inode)."""
+    if args.output is None:
+        return None
+    out_path = Path(args.output)
+    if out_path.suffix.lower() not in CODECS:
+        raise UsageError(f"output {out_path}: use a {'/'.join(CODECS)} file name")
+    if args.input is not None and same_file(out_path, Path(args.input)):
+        raise UsageError(f"output {out_path} is the input: refusing to overwrite it")
+    if out_path.is_dir():
+        raise UsageError(f"output {out_path} is a folder: give a file name")
+    return out_path
+
+
 def run(args: argparse.Namespace, detector: Callable | None = None,
         open_capture: Callable | None = None) -> int:
     """The loop. detector: frame -> box (x0, y0, x1, y1) or None; only that (smoothed) region
@@ -348,9 +365,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     if args.max_frames is not None and args.max_frames < 1:
         raise UsageError(f"--max-frames must be >= 1, got {args.max_frames}")
     check_style_options(args)
-    out_path = Path(args.output) if args.output else None
-    if out_path is not None and out_path.suffix.lower() not in FOURCC:
-        raise UsageError(f"output {out_path}: use a .mp4 or .avi file name")
+    out_path = check_output(args)
     if args.show:
         try:
             cv2.namedWindow("a2r_edge", cv2.WINDOW_NORMAL)
@@ -360,7 +375,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     if args.camera is not None:
         grabber = LatestFrameGrabber(open_capture or open_camera(args.camera, args.size),
                                      name=f"camera {args.camera}")
-        source, fps, size = iter(grabber), DEFAULT_CAMERA_FPS, None
+        source, fps, size, total = iter(grabber), DEFAULT_CAMERA_FPS, None, None
     else:
         path = Path(args.input)
         if not path.is_file():
@@ -373,6 +388,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                              f"format)")
         fps = cap.get(cv2.CAP_PROP_FPS)
         fps = fps if fps and np.isfinite(fps) and fps > 0 else DEFAULT_CAMERA_FPS
+        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) or None
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
     engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth))
@@ -385,6 +401,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                              f"apply")
     if args.max_frames is not None:
         source = itertools.islice(source, args.max_frames)
+        total = min(total or args.max_frames, args.max_frames)
+    progress = None if args.quiet else Progress(total)
 
     def prepared():
         for frame in source:
@@ -395,10 +413,14 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                 frame = cv2.resize(frame, args.size, interpolation=cv2.INTER_AREA)
             yield frame
 
-    writer, frames, note, code = None, 0, "", 0
+    writer, frames, note, code, failed = None, 0, "", 0, False
     colour_ema = EmaStats(args.smooth) if args.smooth > 0 and style is not None else None
+    metrics = _serve_metrics(args.metrics_port)
     stream = engine.stream(prepared(), style, content_stats=ema, colour_stats=colour_ema,
-                           style_colour=args.style_colour)
+                           style_colour=args.style_colour, metrics=metrics)
+    if out_path is None and not args.show:
+        print("a2r_edge.video: note: no --output: the converted frames are not written "
+              "(give --output FILE.webm/.mp4/.avi)", file=sys.stderr)
     t0 = time.perf_counter()
     try:
         for out in stream:
@@ -407,6 +429,10 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                 if writer is None:
                     writer = AtomicVideoWriter(out_path, fps, size)
                 writer.write(out)
+            if progress is not None:
+                progress.update(frames)
+            if metrics is not None and grabber is not None:
+                metrics.dropped_total(grabber.dropped)
             if args.show:
                 fps_now = frames / max(time.perf_counter() - t0, 1e-9)
                 cv2.imshow("a2r_edge", _overlay(out, fps_now, engine.latency(),
@@ -414,10 +440,15 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                 if cv2.waitKey(1) & 0xFF in (ord("q"), 27):
                     note = "stopped by the user"
                     break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the frames so far are finalised into a playable output
         note = "stopped by Ctrl-C"
+    except BaseException:
+        failed = True  # an error mid-run: no output under the final name
+        raise
     finally:
         stream.close()
+        if progress is not None:
+            progress.done()
         elapsed = time.perf_counter() - t0
         if grabber is not None:
             grabber.stop()
@@ -426,23 +457,30 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         if cap is not None:
             cap.release()
         if writer is not None:
-            writer.close()
+            writer.abort() if failed else writer.close()
         if args.show:
             cv2.destroyAllWindows()
+        if metrics is not None:
+            metrics.close()
     if code:
         print(f"a2r_edge.video: error: {note}", file=sys.stderr)
     if not args.quiet:
         print(summary(frames, elapsed, engine.latency(), grabber.dropped if grabber else 0,
-                      note) + (f"\noutput: {out_path}" if writer is not None else ""))
+                      note) + (f"\noutput: {out_path} ({codec_note(writer.codec)})"
+                               if writer is not None else ""))
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        one_line_warnings("a2r_edge.video")
+        _settings.check_all()  # a malformed A2R_* value: one line before the camera opens
         return run(args, detector=roi.resolve(args.roi))
-    except (ValueError, OSError) as exc:  # bad input, model, settings: one line, exit 2
-        print(f"a2r_edge.video: error: {exc}", file=sys.stderr)
+    # bad input, model, settings; a model failing on a frame or too large for memory
+    # (RuntimeError, MemoryError): one line, exit 2
+    except (ValueError, OSError, RuntimeError, MemoryError) as exc:
+        print(f"a2r_edge.video: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
 

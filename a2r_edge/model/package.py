@@ -91,6 +91,40 @@ def _inside(folder: Path, name, what: str) -> Path:
     return path
 
 
+# Largest JSON file of a package read: a manifest is a few KB, statistics with a content map
+# a few hundred KB; anything much larger is not a package file.
+MAX_JSON_BYTES = 64 << 20
+
+
+def _read_json(path: Path, what: str):
+    """The JSON in ``path`` (a regular file of at most MAX_JSON_BYTES); ModelPackageError for
+    anything else, nesting deeper than the parser goes included."""
+    try:
+        if not path.is_file():
+            raise ModelPackageError(f"{what} {path} is not a regular file")
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise ModelPackageError(f"{what} {path} is {size} bytes: more than a package file "
+                                    f"holds ({MAX_JSON_BYTES})")
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ModelPackageError):
+            raise
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ModelPackageError(f"{what} {path}: not valid JSON: {reason}") from None
+
+
+def _bounded_int(manifest: dict, key: str, low: int, high: int, default=None) -> int:
+    """manifest[key], an int in [low, high] (``default`` when absent and not None)."""
+    if default is not None and key not in manifest:
+        return default
+    value = _field(manifest, key, int)
+    if not low <= value <= high:
+        raise ModelPackageError(f"manifest.json field {key!r} must be in [{low}, {high}], "
+                                f"got {value}")
+    return value
+
+
 def _field(manifest: dict, key: str, kind, where: str = "manifest.json"):
     if key not in manifest:
         raise ModelPackageError(f"{where} lacks the field {key!r}")
@@ -145,8 +179,8 @@ class AdainStats:
 
 def load_stats(path: Path) -> AdainStats:
     """The AdainStats of an adain statistics file (format: AdainStats)."""
+    data = _read_json(path, "statistics file")
     try:
-        data = json.loads(path.read_text())
         mean = np.asarray(data["mean"], np.float64)
         std = np.asarray(data["std"], np.float64)
         cmap = data.get("content_map")
@@ -189,7 +223,7 @@ def _check_stage(folder: Path, entry, index: int, checksums: dict) -> Stage:
         params[key] = path
     if kind == "adain":
         eps = params.setdefault("eps", 1e-5)
-        if not isinstance(eps, (int, float)) or not eps > 0:
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < math.inf:
             raise ModelPackageError(f"{where} ({name}): eps must be > 0, got {eps!r}")
     if kind == "guided_filter":
         r, eps, detail = entry.get("radius"), entry.get("eps"), entry.get("detail", 1.0)
@@ -208,13 +242,10 @@ def _check_stage(folder: Path, entry, index: int, checksums: dict) -> Stage:
 def load_package(folder) -> ModelPackage:
     """Read and check the model package in ``folder`` (every checksum verified)."""
     folder = Path(folder).resolve()
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.is_file():
+    if not (folder / "manifest.json").is_file():
         raise ModelPackageError(f"{folder} is not a model package: no manifest.json")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ModelPackageError(f"{manifest_path}: not valid JSON: {exc}") from None
+    manifest_path = _inside(folder, "manifest.json", "manifest.json")  # no symlink out
+    manifest = _read_json(manifest_path, "manifest")
     if not isinstance(manifest, dict):
         raise ModelPackageError(f"{manifest_path}: must hold a JSON object")
     if manifest.get("format") != FORMAT:
@@ -235,10 +266,10 @@ def load_package(folder) -> ModelPackage:
     stages = tuple(_check_stage(folder, s, i, checksums) for i, s in enumerate(stages))
     if not any(s.kind == "onnx" for s in stages):
         raise ModelPackageError("manifest.json has no 'onnx' stage: nothing to run")
-    scale, stride = _field(manifest, "scale", int), _field(manifest, "stride", int)
-    if scale < 1 or stride < 1:
-        raise ModelPackageError(f"manifest.json scale and stride must be >= 1, got {scale}, "
-                                f"{stride}")
+    # bounds: far beyond any real model (x4 super-resolution, stride 64), small enough that
+    # the sizes derived from them stay sane
+    scale, stride = _bounded_int(manifest, "scale", 1, 16), _bounded_int(manifest, "stride", 1, 4096)
+    receptive_field = _bounded_int(manifest, "receptive_field", 0, 1 << 16, default=0)
     if "input_range" in manifest and "normalization" not in manifest:
         mean, std = (0.0,) * 3, (1.0,) * 3   # replaced by the range below
     else:
@@ -254,7 +285,7 @@ def load_package(folder) -> ModelPackage:
         name=_field(manifest, "name", str), version=str(manifest.get("version", "")),
         license=str(manifest.get("license", "unknown")),
         description=str(manifest.get("description", "")), scale=scale, stride=stride,
-        receptive_field=int(manifest.get("receptive_field", 0)),
+        receptive_field=receptive_field,
         mean=conv.mean, std=conv.std, stages=_adapted(stages, conv), folder=folder)
 
 

@@ -1,25 +1,99 @@
-"""Picture files: reading with the size limit checked before decoding (A2R_MAX_PIXELS), atomic
-writing, and the per-file result a converter reports. Shared by the commands (apps/convert.py,
-apps/distributed.py, apps/video.py)."""
+"""Picture files: reading within limits, decoding, encoding, atomic writing, and the per-file
+result a converter reports. Shared by the commands (apps/convert.py, apps/distributed.py,
+apps/video.py).
+
+Reading refuses, before a byte is decoded: what is not a regular file (a FIFO would block the
+read forever), a file larger than any picture within ``A2R_MAX_PIXELS`` can be
+(``max_file_bytes``: a 4 GiB sparse file is not read), and a header declaring more pixels than
+the limit (``declared_size``: PNG, JPEG, BMP, WebP, GIF, TIFF). Headers can lie or hide (a GIF
+named .png, a JPEG's frame header after 64 KiB of padding, a TIFF's IFD at its end), so
+OpenCV's own decoder limit is set from the setting too (``_settings.export_opencv_limit`` at
+package import, before OpenCV loads: it reads the variable once) and the decoded size is
+checked again.
+
+Writing goes to a private temporary file beside the output (``private_temp``: O_EXCL, random
+name) and is renamed into place once complete: never half a file under the final name.
+"""
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+from .. import _settings
+
+# Bytes per pixel of the largest uncompressed picture this package reads (16-bit RGBA), and
+# room for metadata (EXIF, ICC profiles, thumbnails): a file larger than
+# pixels * 8 + 16 MiB holds no picture within the pixel limit.
+MAX_BYTES_PER_PIXEL = 8
+METADATA_BYTES = 16 << 20
 
 
 class InputError(ValueError):
     """A picture that cannot be read: one line for the user."""
 
 
+def max_file_bytes(max_pixels: int) -> int:
+    return max_pixels * MAX_BYTES_PER_PIXEL + METADATA_BYTES
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a JPEG's first frame header (SOFn), walking every segment (padding
+    0xFF bytes and application segments of any length before it)."""
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+            i += 2
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if i + 9 > n:
+                return None
+            h, w = struct.unpack(">HH", data[i + 5:i + 9])
+            return w, h
+        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+    return None
+
+
+def _tiff_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a TIFF's first IFD (tags ImageWidth 256, ImageLength 257)."""
+    order = "<" if data[:2] == b"II" else ">"
+    if len(data) < 8:
+        return None
+    ifd = struct.unpack(order + "I", data[4:8])[0]
+    if ifd + 2 > len(data):
+        return None
+    count = struct.unpack(order + "H", data[ifd:ifd + 2])[0]
+    found = {}
+    for k in range(count):
+        e = ifd + 2 + 12 * k
+        if e + 12 > len(data):
+            break
+        tag, kind = struct.unpack(order + "HH", data[e:e + 4])
+        if tag in (256, 257):
+            fmt = order + ("H" if kind == 3 else "I")
+            found[tag] = struct.unpack(fmt, data[e + 8:e + 8 + struct.calcsize(fmt)])[0]
+    return (found[256], found[257]) if len(found) == 2 else None
+
+
 def declared_size(head: bytes) -> tuple[int, int] | None:
-    """(width, height) a PNG, JPEG, BMP or WebP header declares, None when not found. Read
-    before decoding so that a decompression bomb is refused before OpenCV allocates for it."""
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+    """(width, height) a PNG, JPEG, BMP, WebP, GIF or TIFF header declares, None when not
+    found. Read before decoding so that a decompression bomb is refused before OpenCV
+    allocates for it. ``head``: the file's bytes (the JPEG walk may need all of them)."""
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 24:
         return struct.unpack(">II", head[16:24])
+    if _is_os2_bitmap(head):
+        return struct.unpack("<HH", head[18:22])
     if head[:2] == b"BM" and len(head) >= 26:
         w, h = struct.unpack("<ii", head[18:26])
         return abs(w), abs(h)
@@ -35,54 +109,118 @@ def declared_size(head: bytes) -> tuple[int, int] | None:
             w, h = struct.unpack("<HH", body[6:10])
             return w & 0x3FFF, h & 0x3FFF
         return None
-    if head[:2] == b"\xff\xd8":  # JPEG: walk the segments to the first SOFn
-        i = 2
-        while i + 9 <= len(head) and head[i] == 0xFF:
-            marker = head[i + 1]
-            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-                h, w = struct.unpack(">HH", head[i + 5:i + 9])
-                return w, h
-            i += 2 + struct.unpack(">H", head[i + 2:i + 4])[0]
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return struct.unpack("<HH", head[6:10])  # the logical screen: the canvas decoded
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return _tiff_size(head)
+    if head[:2] == b"\xff\xd8":
+        return _jpeg_size(head)
     return None
 
 
 def read_bytes(path: Path) -> np.ndarray:
-    """The file's bytes (uint8); InputError when it cannot be read or is empty."""
+    """The file's bytes (uint8); InputError when it is not a regular file, is larger than a
+    picture within A2R_MAX_PIXELS can be, cannot be read, or is empty."""
+    limit = max_file_bytes(_settings.get("A2R_MAX_PIXELS"))
     try:
-        data = np.fromfile(path, dtype=np.uint8)
+        # O_NONBLOCK: opening a FIFO without a writer returns at once instead of blocking
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{path}: not a regular file (a pipe, device or socket)")
+        if st.st_size > limit:
+            raise InputError(f"{path}: {st.st_size} bytes, more than any picture within "
+                             f"A2R_MAX_PIXELS can take ({limit} bytes); not read")
+        try:
+            data = np.fromfile(f, dtype=np.uint8, count=limit + 1)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if data.size == 0:
         raise InputError(f"{path}: empty file")
+    if data.size > limit:  # grew while being read
+        raise InputError(f"{path}: more than {limit} bytes; not read")
     return data
 
 
-def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
-    """A file's bytes (``read_bytes``) -> uint8 picture as OpenCV reads it; ``path`` names the
-    picture in errors. InputError for what cannot be decoded or is too large."""
-    import cv2
+def _is_os2_bitmap(head) -> bool:
+    """An OS/2 1.x BMP (12-byte core header, 16-bit sizes): OpenCV misreads these as gray."""
+    return head[:2] == b"BM" and len(head) >= 26 and struct.unpack("<I", head[14:18])[0] == 12
 
-    from .. import _settings
-    size, limit = declared_size(data[:1 << 16].tobytes()), _settings.get("A2R_MAX_PIXELS")
+
+def _decode_os2_bitmap(data: np.ndarray, path: Path) -> np.ndarray:
+    """The 24-bit OS/2 1.x bitmaps (bottom-up BGR rows padded to 4 bytes); InputError with the
+    reason for the palette ones."""
+    w, h, _planes, bits = struct.unpack("<HHHH", data[18:26].tobytes())
+    offset = struct.unpack("<I", data[10:14].tobytes())[0]
+    if bits != 24:
+        raise InputError(f"{path}: an OS/2 1.x bitmap of {bits} bits per pixel; only 24-bit "
+                         f"ones are read (save it as PNG or a Windows BMP)")
+    row = (3 * w + 3) // 4 * 4
+    if w == 0 or h == 0 or offset + row * h > data.size:
+        raise InputError(f"{path}: a truncated OS/2 1.x bitmap ({w}x{h})")
+    rows = data[offset:offset + row * h].reshape(h, row)[::-1, :3 * w]
+    return np.ascontiguousarray(rows).reshape(h, w, 3)
+
+
+def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
+    """A file's bytes (``read_bytes``) -> uint8 picture as OpenCV reads it (16-bit pictures are
+    rounded to 8 bits: ``is_16_bit`` tells the caller to say so); ``path`` names the picture in
+    errors. InputError for what cannot be decoded or is too large."""
+    limit = _settings.get("A2R_MAX_PIXELS")
+    size = declared_size(memoryview(np.ascontiguousarray(data)))  # no copy of the file
     if size is not None and size[0] * size[1] > limit:
         raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
                          f"A2R_MAX_PIXELS={limit} (refused before decoding)")
+    with _opencv_quiet():  # its log lines would add to the one-line InputError
+        return _decode_checked(data, path, limit)
+
+
+@contextmanager
+def _opencv_quiet():
+    """OpenCV's own log off (process-wide, for the call): the InputError says what failed."""
+    import cv2
+    logging = cv2.utils.logging
+    level = logging.getLogLevel()
+    logging.setLogLevel(logging.LOG_LEVEL_SILENT)
     try:
-        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        yield
+    finally:
+        logging.setLogLevel(level)
+
+
+def _decode_checked(data: np.ndarray, path: Path, limit: int) -> np.ndarray:
+    """decode_picture once the declared size passed: decode, then check what came out."""
+    import cv2
+    try:
+        img = (_decode_os2_bitmap(data, path) if _is_os2_bitmap(data[:26].tobytes())
+               else cv2.imdecode(data, cv2.IMREAD_UNCHANGED))
     except cv2.error as exc:  # e.g. OpenCV's own CV_IO_MAX_IMAGE_PIXELS check
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "decoder error"
         raise InputError(f"{path}: OpenCV refused to decode it: {reason}") from None
     if img is None:
         raise InputError(f"{path}: not a picture OpenCV can decode (corrupt, truncated, or "
                          f"another format)")
-    if img.dtype == np.uint16:  # 16-bit PNG: keep the top 8 bits' worth, rounded
-        img = ((img.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    if img.shape[0] * img.shape[1] > limit:  # a header that lied, or one not parsed above
+        raise InputError(f"{path}: decodes to {img.shape[1]}x{img.shape[0]} pixels, more than "
+                         f"the limit A2R_MAX_PIXELS={limit}")
+    if img.dtype == np.uint16:  # one pass, rounded: no wider temporary for a 16-bit picture
+        img = cv2.convertScaleAbs(img, alpha=1 / 257)
     if img.dtype != np.uint8:
         raise InputError(f"{path}: {img.dtype} pictures are not supported (8-bit or 16-bit only)")
     return img
 
 
+def is_16_bit(data: np.ndarray) -> bool:
+    """True for a PNG of 16 bits per channel (the one 16-bit format the inputs take)."""
+    head = data[:32].tobytes()
+    return head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and head[24] == 16
+
+
 def read_picture(path: Path) -> np.ndarray:
+    """The picture at ``path`` (uint8, as OpenCV reads it); InputError for one line."""
     return decode_picture(read_bytes(path), path)
 
 
@@ -102,21 +240,53 @@ def _umask() -> int:
     return mask
 
 
-# The mode open() would give a new file; mkstemp's temporary file is 0600 (owner only).
+# The mode open() would give a new file; the temporary file is 0600 (owner only) until renamed.
 FILE_MODE = 0o666 & ~_umask()
+
+# Temporary outputs are named ".<start of the output name>.<random>.part<ext>": a 255-byte
+# output name still gives a valid temporary name, and --resume finds what a killed run left.
+TEMP_PREFIX_CHARS = 64
+
+
+def temp_prefix(path: Path) -> str:
+    return f".{path.name[:TEMP_PREFIX_CHARS]}."
+
+
+def private_temp(path: Path, suffix: str = ".part") -> Path:
+    """A new empty file beside ``path`` created with O_EXCL under a random name (never a
+    planted symlink, never another run's file), mode 0600 until it is renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=suffix, dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def stale_temps(path: Path) -> list[Path]:
+    """Temporary files a killed run left for output ``path`` (``private_temp``'s names)."""
+    prefix = temp_prefix(path)
+    try:
+        return [p for p in path.parent.iterdir()
+                if p.name.startswith(prefix) and ".part" in p.name[len(prefix):]]
+    except OSError:
+        return []
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename into place (never half a file
-    under the final name), with the permissions a newly created file gets."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    """Write to a private temporary file beside ``path``, check it holds every byte (a full
+    disk is an OSError here), then rename into place (never half a file under the final name),
+    with the permissions a newly created file gets."""
+    tmp = private_temp(path)
     try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "r+b") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            written = os.fstat(f.fileno()).st_size
+        if written != len(data):
+            raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -158,10 +328,31 @@ Result = tuple[int, "bytes | None", "str | None"]
 
 def failure(src_path: Path, exc: BaseException) -> str:
     """The one line reporting ``exc`` for input ``src_path``; it always names the input."""
-    text = str(exc)
+    text = " ".join(str(exc).split())  # one line, whatever the library's message held
     return text if text.startswith(str(src_path)) else f"{src_path}: {type(exc).__name__}: {text}"
 
 
-def finish(img: np.ndarray, out: np.ndarray, dst_path: Path, sbs: bool) -> bytes:
-    """Input ``img`` converted to ``out`` -> the bytes of its output file at ``dst_path``."""
-    return encode_picture(dst_path, side_by_side(img, out) if sbs else out)
+# Output formats without an alpha channel: a BGRA result is put on a background colour.
+NO_ALPHA = (".jpg", ".jpeg")
+WHITE = (255, 255, 255)
+
+
+def loses_alpha(out: np.ndarray, dst_path: Path) -> bool:
+    return out.ndim == 3 and out.shape[2] == 4 and dst_path.suffix.lower() in NO_ALPHA
+
+
+def flatten(bgra: np.ndarray, background: tuple[int, int, int]) -> np.ndarray:
+    """BGRA -> BGR: each pixel blended over ``background`` (b, g, r) by its alpha."""
+    alpha = bgra[:, :, 3:].astype(np.float32) * np.float32(1 / 255)
+    out = bgra[:, :, :3] * alpha + np.asarray(background, np.float32) * (1 - alpha)
+    return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+
+
+def finish(img: np.ndarray, out: np.ndarray, dst_path: Path, sbs: bool,
+           background: tuple[int, int, int] | None = None) -> bytes:
+    """Input ``img`` converted to ``out`` -> the bytes of its output file at ``dst_path``; a
+    BGRA picture written as .jpg is put on ``background`` (b, g, r; default white)."""
+    pic = side_by_side(img, out) if sbs else out
+    if loses_alpha(pic, dst_path):
+        pic = flatten(pic, background or WHITE)
+    return encode_picture(dst_path, pic)

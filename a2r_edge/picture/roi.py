@@ -45,6 +45,22 @@ def grow(box, shape, margin: float) -> Box:
         max(y0 + 1, min(h, int(np.ceil(y1 + dy))))
 
 
+def clip(box, shape) -> Box | None:
+    """A detector's ``box`` clipped to a picture of ``shape``: whole pixels, inside the
+    picture; None when nothing of it is left (then the whole picture is converted). ValueError
+    for what is not 4 finite numbers."""
+    try:
+        x0, y0, x1, y1 = (float(v) for v in box)
+    except (TypeError, ValueError):
+        raise ValueError(f"an ROI box must be 4 numbers (x0, y0, x1, y1), got {box!r}") from None
+    if not all(np.isfinite(v) for v in (x0, y0, x1, y1)):
+        raise ValueError(f"an ROI box must be 4 finite numbers, got {box!r}")
+    h, w = shape[:2]
+    x0, y0 = int(min(max(np.floor(x0), 0), w)), int(min(max(np.floor(y0), 0), h))
+    x1, y1 = int(min(max(np.ceil(x1), 0), w)), int(min(max(np.ceil(y1), 0), h))
+    return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
+
+
 def resolve(roi) -> Detector | None:
     """None, "face" (animeface) or a detector function."""
     if roi is None or callable(roi):

@@ -51,9 +51,11 @@ def num_threads() -> int:
 
 
 def set_num_threads(n: int) -> int:
-    """Threads each kernel uses (1 when built without OpenMP); returns the count set."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"thread count must be an int >= 1, got {n!r}")
+    """Threads each kernel uses (1 when built without OpenMP), at most
+    ``_settings.max_threads()``; returns the count set."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _settings.max_threads():
+        raise ValueError(f"thread count must be an int in [1, {_settings.max_threads()}], "
+                         f"got {n!r}")
     return _kernels.set_num_threads(n)
 
 

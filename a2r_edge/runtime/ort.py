@@ -9,6 +9,7 @@ and ``strict=True`` turns it into an error.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from typing import Mapping, Sequence
 
@@ -25,6 +26,47 @@ DEFAULT_PROVIDER_OPTIONS = {
 
 class ProviderFallbackError(RuntimeError):
     """A requested execution provider is not the one running (strict mode)."""
+
+
+class OrtModelError(ValueError):
+    """onnxruntime refused to load a model (bad attributes, opset, unknown op): one line."""
+
+
+class OrtRunError(RuntimeError):
+    """onnxruntime failed running a model on an input (shapes the model cannot take): one
+    line; the caller reports the input and goes on with the next."""
+
+
+# onnxruntime's exceptions (Fail, InvalidArgument, InvalidGraph, ...) derive from Exception
+# alone; this prefix starts their messages.
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+
+
+def _is_ort_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("onnxruntime")
+
+
+def ort_message(exc: BaseException) -> str:
+    """An onnxruntime exception's message on one line, without its error-code prefix."""
+    text = _ORT_PREFIX.sub("", str(exc).strip())
+    return " ".join(text.split()) or type(exc).__name__
+
+
+# ONNX domains onnxruntime implements; a node of another domain (the a2r AdaIN stage,
+# com.a2r_edge) runs natively only.
+ORT_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
+
+
+def unrunnable_ops(model) -> list[str]:
+    """"domain::op" of every node of ``model`` (path, bytes or ModelProto) onnxruntime has no
+    kernel for (a custom domain); [] when it can run them all."""
+    import onnx
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model), load_external_data=False)
+    elif isinstance(model, bytes):
+        model = onnx.load_from_string(model)
+    return sorted({f"{n.domain}::{n.op_type}" for n in model.graph.node
+                   if n.domain not in ORT_DOMAINS})
 
 
 def _onnxruntime():
@@ -86,6 +128,9 @@ class OrtSession:
             # on a2r_lite's encoder at 512x512, peak RSS +77 MiB with it, +52 MiB without, same
             # speed (34.6 vs 33.8 ms, 2 threads).
             options.enable_mem_pattern = False
+        # onnxruntime logs a failing node to stderr besides raising; the OrtModelError /
+        # OrtRunError carries that message, so only a provider fallback (a warning) is logged
+        options.log_severity_level = 4 if requested == [CPU] else 2
         if shares_cpu:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
@@ -98,9 +143,16 @@ class OrtSession:
             model = os.fspath(model)
         offered = set(ort.get_available_providers())
         usable = [(n, o) for n, o in zip(requested, per_provider) if n in offered]
-        self.session = ort.InferenceSession(model, sess_options=options,
-                                            providers=[n for n, _ in usable],
-                                            provider_options=[o for _, o in usable])
+        self.name = model if isinstance(model, str) else "the model"
+        try:
+            self.session = ort.InferenceSession(model, sess_options=options,
+                                                providers=[n for n, _ in usable],
+                                                provider_options=[o for _, o in usable])
+        except Exception as exc:  # noqa: BLE001  (onnxruntime's own exception types)
+            if not _is_ort_error(exc):
+                raise
+            raise OrtModelError(f"onnxruntime cannot load {self.name}: {ort_message(exc)}") \
+                from None
         self.requested = requested
         self.providers = list(self.session.get_providers())
         # The first requested provider that is not running means a fallback to a later one.
@@ -118,8 +170,15 @@ class OrtSession:
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(self, feeds: Mapping[str, object]) -> list:
-        """Run with {input name: array}; returns the outputs in the model's order."""
-        return self.session.run(self.output_names, dict(feeds))
+        """Run with {input name: array}; returns the outputs in the model's order. OrtRunError
+        when onnxruntime fails on these inputs."""
+        try:
+            return self.session.run(self.output_names, dict(feeds))
+        except Exception as exc:  # noqa: BLE001
+            if not _is_ort_error(exc):
+                raise
+            raise OrtRunError(f"onnxruntime failed running {self.name}: "
+                              f"{ort_message(exc)}") from None
 
     def runner(self):
         """A function x -> y for a one-input one-output model on the CPU that allocates nothing
@@ -143,6 +202,12 @@ class OrtSession:
                 bound = bindings[x.shape] = (io, y)
             io, y = bound
             io.bind_input(name_in, "cpu", 0, np.float32, x.shape, x.ctypes.data)
-            self.session.run_with_iobinding(io)
+            try:
+                self.session.run_with_iobinding(io)
+            except Exception as exc:  # noqa: BLE001
+                if not _is_ort_error(exc):
+                    raise
+                raise OrtRunError(f"onnxruntime failed running {self.name}: "
+                                  f"{ort_message(exc)}") from None
             return y
         return run

@@ -45,15 +45,17 @@ class Pipeline:
     The first stage runs in a thread that also pulls the items; every later stage but the last
     has its own thread; the last stage runs in the consumer's thread (whoever iterates
     ``run()``). ``depth``: capacity of each queue between stages; nothing is ever dropped (the camera
-    grabber drops stale frames before they get here). Per-stage latencies: ``latency()``. One ``run`` at a time per Pipeline.
+    grabber drops stale frames before they get here). Per-stage latencies: ``latency()``, and each
+    one passed to ``observe(stage, seconds)`` when given. One ``run`` at a time per Pipeline.
     """
 
-    def __init__(self, stages: list[tuple[str, Callable]], depth: int = 2):
+    def __init__(self, stages: list[tuple[str, Callable]], depth: int = 2,
+                 observe: Callable[[str, float], None] | None = None):
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an int >= 1, got {depth!r}")
-        self.stages, self.depth = list(stages), depth
+        self.stages, self.depth, self.observe = list(stages), depth, observe
         self._times = {name: collections.deque(maxlen=_SAMPLES) for name, _ in stages}
         self._stop = threading.Event()
 
@@ -65,7 +67,10 @@ class Pipeline:
     def _timed(self, name, fn, item):
         t0 = time.perf_counter()
         out = fn(item)
-        self._times[name].append(time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        self._times[name].append(seconds)
+        if self.observe is not None:  # e.g. StreamMetrics.observe (runtime/metrics.py)
+            self.observe(name, seconds)
         return out
 
     def latency(self) -> dict[str, dict[str, float]]:

@@ -40,6 +40,7 @@ import datetime
 import hashlib
 import itertools
 import os
+import warnings
 
 from . import cpu
 
@@ -108,12 +109,27 @@ class Costs:
     and size, and the host<->device link. ``source`` says where they came from."""
 
     def __init__(self, entries=(), host_device: dict | None = None, source: str = "none"):
+        """ValueError when ``entries`` (from a file) are not stage figures: a list of
+        {"stage": str, "backend": str, "size": int > 0, "ms": number >= 0, "out_bytes"?}."""
         self.ms: dict[tuple[str, str], dict[int, float]] = {}
         self.out: dict[str, dict[int, int]] = {}
+        if not isinstance(entries, (list, tuple)):
+            raise ValueError(f"stage figures must be a list, got {type(entries).__name__}")
         for e in entries:
-            self.ms.setdefault((e["stage"], e["backend"]), {})[int(e["size"])] = float(e["ms"])
-            if e.get("out_bytes") is not None:
-                self.out.setdefault(e["stage"], {})[int(e["size"])] = int(e["out_bytes"])
+            try:
+                stage, backend = e["stage"], e["backend"]
+                size, ms = int(e["size"]), float(e["ms"])
+                out_bytes = None if e.get("out_bytes") is None else int(e["out_bytes"])
+            except (TypeError, KeyError, ValueError, AttributeError) as exc:
+                raise ValueError(f"bad stage figure {e!r}: {type(exc).__name__} {exc}") from None
+            if not (isinstance(stage, str) and isinstance(backend, str) and size > 0
+                    and 0 <= ms < float("inf")):
+                raise ValueError(f"bad stage figure {e!r}")
+            self.ms.setdefault((stage, backend), {})[size] = ms
+            if out_bytes is not None:
+                self.out.setdefault(stage, {})[size] = out_bytes
+        if host_device is not None and not isinstance(host_device, dict):
+            raise ValueError(f"host_device must be an object, got {type(host_device).__name__}")
         self.link = host_device or None
         self.source = source
 
@@ -268,6 +284,36 @@ def calibration_path(stages, threads: int) -> str:
                                               f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
 
 
+def _cached_calibration(path: str) -> dict | None:
+    """The calibration cached at ``path``; None when there is none, or (with one warning) when
+    it is damaged: then the stages are measured again and the file rewritten."""
+    import json
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if not data.get("stages"):
+                raise ValueError("no stage figures")
+            Costs(data["stages"])
+            if not isinstance(data.get("threads"), int) or not isinstance(data.get("date"), str):
+                raise ValueError("threads or date missing")
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            data["cached"] = path
+            return data
+    warnings.warn(f"ignoring the damaged calibration cache {path} ({reason[:200]}); "
+                  f"measuring again", RuntimeWarning, stacklevel=3)
+    return None
+
+
 def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
               use_cache: bool = True) -> dict:
     """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
@@ -283,14 +329,9 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
     threads = threads or cpu.num_threads()
     path = calibration_path(stages, threads)
     if use_cache:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            if data.get("stages"):
-                data["cached"] = path
-                return data
-        except (OSError, ValueError):
-            pass
+        data = _cached_calibration(path)
+        if data is not None:
+            return data
     with cpu.using_threads(threads):
         # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
         # models; a large model hits the budget and still stays well under 5 s in all.
@@ -316,9 +357,16 @@ def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
     costs = Costs()
     stored = system.load_profile()
     if stored is not None:
-        same_model = (stored.get("model") or {}).get("digest") == model_digest(stages)
-        costs = Costs.from_profile(stored, f"profile {stored.get('date', '?')} ("
-                                   f"{stored.get('source', '?')})", with_stages=same_model)
+        model = stored.get("model")
+        same_model = isinstance(model, dict) and model.get("digest") == model_digest(stages)
+        try:
+            costs = Costs.from_profile(stored, f"profile {stored.get('date', '?')} ("
+                                       f"{stored.get('source', '?')})", with_stages=same_model)
+        except ValueError as exc:
+            if system.profile_is_explicit():
+                raise ValueError(f"hardware profile {system.profile_source()}: {exc}") from None
+            warnings.warn(f"ignoring the damaged cached profile {system.profile_source()} "
+                          f"({str(exc)[:200]})", RuntimeWarning, stacklevel=2)
     needed = [(s.name, b.name) for s, opts in zip(stages, choices) if len(opts) > 1
               for b in opts if b.device == "cpu"]
     if calibrate_missing and any(not costs.has(*k) for k in needed):

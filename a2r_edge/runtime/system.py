@@ -313,6 +313,18 @@ def write_json_atomic(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def profile_is_explicit() -> bool:
+    """True when A2R_PROFILE names the profile (an error in it is the user's to fix)."""
+    from .. import _settings
+    return bool(_settings.get("A2R_PROFILE"))
+
+
+def profile_source() -> str:
+    """The file ``load_profile()`` reads: A2R_PROFILE, else this machine's cached profile."""
+    from .. import _settings
+    return _settings.get("A2R_PROFILE") or profile_path()
+
+
 def load_profile(path: str | None = None) -> dict | None:
     """The profile JSON at ``path``; else A2R_PROFILE; else this machine's cached profile; None
     when there is none. A file named explicitly (argument or A2R_PROFILE) that cannot be read is
@@ -330,7 +342,7 @@ def load_profile(path: str | None = None) -> dict | None:
         if explicit:
             raise ValueError(f"hardware profile {candidate!r} does not exist") from None
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         if explicit:
             raise ValueError(f"hardware profile {candidate!r} cannot be read: {exc}") from None
         return None

@@ -1,0 +1,133 @@
+"""Hostile and broken ONNX models on the command line and in the Engine: one line and exit
+code 2, never a traceback; a model failing on a picture fails that picture only; a valid model
+using the a2r AdaIN node runs in a default Engine."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper, numpy_helper as nh
+
+from a2r_edge import Engine
+from cli_run import cli, save
+
+W = (np.random.default_rng(0).standard_normal((3, 3, 3, 3)) * 0.1).astype(np.float32)
+
+
+def model(nodes, inits=None, x=(1, 3, None, None), y=(1, 3, None, None), x_type=T.FLOAT,
+          opset=17, domains=(), extra_inputs=()):
+    graph = helper.make_graph(
+        nodes, "bad", [helper.make_tensor_value_info("x", x_type, list(x)), *extra_inputs],
+        [helper.make_tensor_value_info("y", x_type, list(y) if y else None)],
+        [nh.from_array(v, k) for k, v in (inits or {}).items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] +
+                          [helper.make_opsetid(d, 1) for d in domains])
+    m.ir_version = 8
+    return m
+
+
+def conv(**attrs):
+    return helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
+
+
+# name -> (model, what the one line says); each refused at load or failing on every picture
+BAD = {
+    "wrong rank": (model([helper.make_node("Relu", ["x"], ["y"])], x=(1, 3, None),
+                         y=(1, 3, None)), "shape"),
+    "int64 input": (model([helper.make_node("Relu", ["x"], ["y"])], x_type=T.INT64),
+                    "float32"),
+    "double input": (model([helper.make_node("Relu", ["x"], ["y"])], x_type=T.DOUBLE),
+                     "float32"),
+    "zero strides": (model([conv(strides=[0, 0], pads=[1] * 4)], {"w": W}), "strides"),
+    "negative pads": (model([conv(pads=[-5] * 4)], {"w": W}), "pads"),
+    "weights of 2 channels": (model([conv(pads=[1] * 4)], {"w": W[:, :2]}), "weights"),
+    "one output channel": (model([conv(pads=[1] * 4)], {"w": W[:1]}, y=(1, 1, None, None)),
+                           "expected (1, 3, H, W)"),
+    "unknown op": (model([helper.make_node("Foo", ["x"], ["y"])]), "Foo"),
+    "output of rank 2": (model([helper.make_node("Flatten", ["x"], ["y"])], y=(1, None)),
+                         "expected (1, 3, H, W)"),
+    "two inputs": (model([helper.make_node("Add", ["x", "z"], ["y"])], extra_inputs=[
+        helper.make_tensor_value_info("z", T.FLOAT, [1, 3, None, None])]), "inputs"),
+    "opset 99": (model([helper.make_node("Relu", ["x"], ["y"])], opset=99), "opset"),
+    "bad reshape": (model([helper.make_node("Reshape", ["x", "s"], ["y"])],
+                          {"s": np.array([7, -1, 5], np.int64)}), "Reshape"),
+    "resize to exabytes": (model([helper.make_node("Resize", ["x", "", "sc"], ["y"])],
+                                 {"sc": np.array([1, 1, 1e6, 1e6], np.float32)}), ""),
+    "garbage bytes": (b"\x08\x07garbage", "not a valid ONNX model"),
+    "empty file": (b"", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def pictures(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad_models_pics")
+    save(folder / "a.png", (20, 24, 3))
+    save(folder / "b.png", (18, 16, 3), seed=1)
+    return folder
+
+
+def write(path, m):
+    if isinstance(m, bytes):
+        path.write_bytes(m)
+    else:
+        onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_model_is_one_line_exit_2(tmp_path, pictures, name):
+    m, says = BAD[name]
+    path = write(tmp_path / "m.onnx", m)
+    p = cli("convert", pictures, "-o", tmp_path / "out", "--model", path, "-q", timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("a2r_edge: error: ")]
+    assert all(line.startswith(("a2r_edge: error: ", "a2r_edge: warning: ")) for line in lines), \
+        p.stderr  # one line each, never a source line or traceback
+    assert len(errors) in (1, 2), p.stderr  # refused at load, or each picture once
+    assert says in p.stderr + p.stdout
+
+
+def test_a_fixed_input_shape_model_converts_or_says_why_in_one_line(tmp_path, pictures):
+    m = model([conv(pads=[1] * 4)], {"w": W}, x=(1, 3, 64, 64), y=(1, 3, 64, 64))
+    path = write(tmp_path / "fixed.onnx", m)
+    p = cli("convert", pictures, "-o", tmp_path / "out", "--model", path, "-q", timeout=120)
+    assert "Traceback" not in p.stderr
+    assert p.returncode == 0 or len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_model_failing_on_one_picture_converts_the_others(tmp_path):
+    """The network needs H and W divisible by 4 (a Reshape into 4x4 blocks, onnxruntime): a
+    picture of another size fails alone; the folder goes on."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Div", ["s", "four"], ["q"]),
+             helper.make_node("Mul", ["q", "four"], ["r"]),
+             helper.make_node("Reshape", ["x", "r"], ["y"])]
+    m = model(nodes, {"four": np.array([1, 1, 4, 4], np.int64)})
+    path = write(tmp_path / "div4.onnx", m)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    save(folder / "a.png", (16, 16, 3))
+    save(folder / "b.png", (17, 16, 3), seed=1)
+    save(folder / "c.png", (20, 24, 3), seed=2)
+    p = cli("convert", folder, "-o", tmp_path / "out", "--model", path, "-q", timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "converted 2 of 3 picture(s); 1 failed" in p.stdout
+    assert "b.png" in p.stdout.splitlines()[-1]
+    assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["a.png", "c.png"]
+
+
+def adain_model():
+    c = 3
+    nodes = [helper.make_node("AdaIN", ["x", "mean", "std"], ["y"], domain="com.a2r_edge",
+                              epsilon=1e-5)]
+    return model(nodes, {"mean": np.zeros(c, np.float32), "std": np.full(c, 0.5, np.float32)},
+                 domains=["com.a2r_edge"])
+
+
+def test_a_valid_adain_node_model_runs_in_a_default_engine(tmp_path):
+    path = write(tmp_path / "adain.onnx", adain_model())
+    eng = Engine(str(path))
+    out = eng.convert(np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8))
+    assert out.shape == (16, 16, 3)
+    with pytest.raises(ValueError, match="only the native executor runs"):
+        Engine(str(path), backend="onnxruntime")
