@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _settings
+from ..ops import ACT_CODES
 
 ABI_VERSION = 1  # must equal A2R_CUDA_ABI_VERSION in cuda_ops/a2r_cuda.h
 LIBRARY_NAME = "_a2r_cuda.so"
@@ -30,7 +31,8 @@ OK, EINVAL, ENOMEM, ENODRIVER, ENODEVICE, ERUNTIME = range(6)
 _STATUS_NAMES = {EINVAL: "invalid argument", ENOMEM: "out of memory",
                  ENODRIVER: "no NVIDIA driver", ENODEVICE: "no CUDA device",
                  ERUNTIME: "CUDA runtime error"}
-ACTIVATIONS = {None: 0, "silu": 1, "relu": 2}
+# The activations the CUDA kernels fuse, by ops.ACT_CODES (the codes a2r_cuda.h shares).
+ACTIVATIONS = {name: ACT_CODES[name] for name in (None, "silu", "relu")}
 
 
 class CudaError(RuntimeError):

@@ -78,7 +78,7 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
     decode + input -> guided filter): for machines (and tests) without the bundled model."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from ..model.package import sha256_of
+    from ..model.package import write_manifest
 
     rng = np.random.default_rng(seed)
 
@@ -111,8 +111,7 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
          {"w1": conv(12, f), "w2": conv(12, 3, scale=0.3)}, 3, "decoder")
     stats = {"mean": [0.0] * f, "std": [1.0] * f}
     (folder / "photo_stats.json").write_text(json.dumps(stats))
-    files = ["encoder.onnx", "decoder.onnx", "photo_stats.json"]
-    manifest = {"format": "a2r_edge.model/1", "name": "tiny", "version": "0", "license": "MIT",
+    manifest = {"name": "tiny", "version": "0", "license": "MIT",
                 "description": "random weights: bench stand-in for the bundled model",
                 "scale": 1, "stride": 4, "receptive_field": 23,
                 "normalization": {"mean": [0.5] * 3, "std": [0.5] * 3},
@@ -122,9 +121,8 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
                            {"name": "decode", "kind": "onnx", "file": "decoder.onnx",
                             "add_input": True},
                            {"name": "enhance", "kind": "guided_filter", "radius": 2,
-                            "eps": 1e-3, "detail": 1.5}],
-                "files": {n: sha256_of(folder / n) for n in files}}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+                            "eps": 1e-3, "detail": 1.5}]}
+    write_manifest(folder, manifest, ["encoder.onnx", "decoder.onnx", "photo_stats.json"])
     return folder
 
 
