@@ -30,7 +30,8 @@ from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pix
                               to_bgr)
 from .runtime.pipeline import Pipeline
 from .runtime.runners import StageRunners
-from .runtime.scheduler import make_plan, model_digest
+from .runtime.measure import model_digest
+from .runtime.scheduler import make_plan
 
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.

@@ -8,7 +8,10 @@ the ratios of one run, not absolute times across runs.
 """
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
+import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -207,3 +210,83 @@ class StageChain:
                                 "out_bytes": int(y.nbytes)})
             x = y
         return entries
+
+
+# --- the model's stages measured once per machine: calibration --------------------------------
+
+# The size plans are costed at: stage times do not scale alike across backends (the bundled
+# encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
+# even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
+# The 0.3 s budget per stage and backend keeps it under 5 s (2.3 s here for a2r_lite, loaded
+# box).
+CALIBRATION_SIZE = 512
+
+
+def model_digest(stages) -> str:
+    """Identity of a model's stages (kinds, parameters, file contents; not file paths): the
+    key its measured stage times are kept under."""
+    from ..model.package import sha256_of
+    h = hashlib.sha256()
+    for s in stages:
+        h.update(f"{s.name}|{s.kind}".encode())
+        for key, value in sorted(s.params.items()):
+            if key in ("file", "stats") and value is not None and os.path.exists(str(value)):
+                value = sha256_of(value)
+            h.update(f"|{key}={value}".encode())
+    return h.hexdigest()[:16]
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+def _build_id() -> str:
+    """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
+    (its kernels may be faster or slower than those the cached figures describe)."""
+    from .. import __version__, _kernels
+    st = os.stat(_kernels.__file__)
+    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
+                           digest_size=4).hexdigest()
+
+
+def calibration_path(stages, threads: int) -> str:
+    from . import system
+    key = system.machine_key()
+    return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
+                                              f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
+
+
+def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
+              use_cache: bool = True) -> dict:
+    """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
+    "stages" entries), measured once per machine, model and thread count and then read from
+    the cache. A cache that cannot be written is not an error (the figures are still used)."""
+    import json
+
+    import a2r_edge
+
+    from . import cpu, system
+
+    threads = threads or cpu.num_threads()
+    path = calibration_path(stages, threads)
+    if use_cache:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            if data.get("stages"):
+                data["cached"] = path
+                return data
+        except (OSError, ValueError):
+            pass
+    with cpu.using_threads(threads):
+        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
+        # models; a large model hits the budget and still stays well under 5 s in all.
+        entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
+    data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "version": a2r_edge.__version__, "threads": threads,
+            "model": {"digest": model_digest(stages)}, "stages": entries}
+    try:
+        system.write_json_atomic(path, data)
+        data["cached"] = path
+    except OSError:
+        data["cached"] = None
+    return data
