@@ -11,6 +11,10 @@ Memory: a ``Context`` owns one stream, a ``DevicePool`` and a ``PinnedPool`` of 
 that grow to the largest request and are then reused (no cudaMalloc per frame). Uploads go
 numpy -> pinned staging -> device (async on the stream); downloads the reverse, then one sync.
 Not thread-safe: one Context per thread.
+
+Over 500 lines on purpose: this file is the library's whole ctypes face (every symbol's
+signature, the status codes, the pools and one wrapper per op), as cuda_ops/a2r_cuda_api.cu is its
+whole C ABI; splitting it would split one contract across files.
 """
 from __future__ import annotations
 
