@@ -17,7 +17,6 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 """
 from __future__ import annotations
 
-import collections
 import threading
 from typing import Callable, Iterable, Iterator
 
@@ -31,7 +30,8 @@ from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pix
                               to_bgr)
 from .runtime.pipeline import Pipeline
 from .runtime.runners import StageRunners
-from .runtime.scheduler import make_plan, model_digest
+from .runtime.measure import model_digest
+from .runtime.scheduler import make_plan
 
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
@@ -75,7 +75,7 @@ class Engine:
         if self._roi is not None and self.model.scale != 1:
             raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
-        self.tile = self._check_tile(tile)
+        self.tile = tiling.check_tile(tile, self.model.stride)
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)
@@ -136,7 +136,7 @@ class Engine:
         of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at
         most tile x tile pixels (default: the engine's ``tile``)."""
         img = as_picture(img)
-        tile = self._check_tile(tile) or self.tile
+        tile = tiling.check_tile(tile, self.model.stride) or self.tile
         stats, colour = self._reference(style, style_colour)
         box = self._box(img)
         if box is not None:
@@ -291,22 +291,10 @@ class Engine:
         return None if box is None else roi_mod.clip(box, img.shape)
 
     def _with_roi(self, frames, run):
-        """run(crops) over the ROI crops of ``frames``, each result pasted back (no ROI: as is)."""
+        """run(frames), or with roi= run(their regions), each result pasted back."""
         if self._roi is None:
-            yield from run(frames)
-            return
-        pending = collections.deque()
-
-        def crops():
-            for i, frame in enumerate(frames):
-                frame = as_picture(frame, f"frame {i}")
-                box = self._box(frame)
-                pending.append((frame, box))
-                yield frame if box is None else frame[box[1]:box[3], box[0]:box[2]]
-
-        for out in run(crops()):
-            frame, box = pending.popleft()
-            yield out if box is None else roi_mod.paste(frame, out, box)
+            return run(frames)
+        return roi_mod.each_region(frames, self._roi, run, as_picture, to_bgr)
 
     def _stream(self, frames, style, strength, cache=False, content_stats=None,
                 colour_stats=None, metrics=None):
@@ -359,13 +347,6 @@ class Engine:
             yield out
 
     # --- settings ----------------------------------------------------------------------------------
-
-    def _check_tile(self, tile) -> int | None:
-        if tile is None:
-            return None
-        if isinstance(tile, bool) or not isinstance(tile, int) or tile < 1:
-            raise ValueError(f"tile must be an int >= 1 (pixels), got {tile!r}")
-        return -(-tile // self.model.stride) * self.model.stride  # a multiple of the stride
 
     def _cache_key(self, img: np.ndarray, stats, tile) -> bytes | None:
         if self._cache is None:

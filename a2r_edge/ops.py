@@ -21,9 +21,11 @@ from . import _kernels, _settings
 __all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
            "im2col", "conv2d", "Conv2d", "guided_filter"]
 
-# Fusable activations -> their A2R_ACT_* codes (a2r_kernels.h), shared by conv2d, adain and the
-# executor.
+# Fusable activations -> their A2R_ACT_* codes (cpu_ops/include/a2r_kernels.h; the CUDA library's
+# a2r_cuda.h takes the same codes), shared by conv2d, adain, the executor and runtime/cuda.py.
+# Defined here only.
 ACT_CODES = {None: 0, "silu": 1, "relu": 2, "leaky_relu": 3}
+ACTIVATIONS = tuple(ACT_CODES)  # the names Conv2d and conv2d take
 
 
 # Arrays (copies and results) larger than physical memory are refused before allocating: a
@@ -274,7 +276,6 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
     return out
 
 
-ACTIVATIONS = (None, "relu", "leaky_relu", "silu")
 _conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept)
 
 

@@ -36,18 +36,17 @@ def test_convert(benchmark, threads, side):
 def test_content_map_overhead(benchmark, threads, tmp_path):
     """The bundled package predicts its AdaIN targets with a content map; its peer is the same
     package with the map removed (fixed targets): the map's cost is the ratio's distance from 1."""
-    import hashlib
     import json
     import shutil
+
+    from a2r_edge.model.package import write_manifest
     fixed = tmp_path / "fixed_targets"
     shutil.copytree(MODEL, fixed)
     stats = json.loads((fixed / "photo_stats.json").read_text())
     assert stats.pop("content_map", None) is not None
     (fixed / "photo_stats.json").write_text(json.dumps(stats))
     manifest = json.loads((fixed / "manifest.json").read_text())
-    manifest["files"]["photo_stats.json"] = hashlib.sha256(
-        (fixed / "photo_stats.json").read_bytes()).hexdigest()
-    (fixed / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(fixed, manifest, list(manifest["files"]))
     img = cv2.resize(cv2.imread(str(SAMPLE)), (512, 512), interpolation=cv2.INTER_CUBIC)
     ours, peer = Engine(cache_mb=0), Engine(str(fixed), cache_mb=0)
     compare(benchmark, lambda: ours.convert(img), lambda: peer.convert(img), op="convert",

@@ -1,13 +1,14 @@
 """Tiny model packages built on the fly for Engine and CLI tests (random weights, no training):
 the bundled model's stage layout (encode -> adain -> decode + input -> guided filter) at a size
 that runs in milliseconds, and a plain ONNX 2x up-scaler."""
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from a2r_edge.model.package import write_manifest
 
 FEATURES = 8
 
@@ -56,10 +57,6 @@ def upscaler_2x(rng):
     return _model(nodes, inits, 3, "upscaler")
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def make_package(folder: Path, seed: int = 0, enhance: dict | None = None,
                  content_map: bool = False) -> Path:
     """A valid package in ``folder``; enhance: the guided_filter stage's parameters;
@@ -81,11 +78,9 @@ def make_package(folder: Path, seed: int = 0, enhance: dict | None = None,
               {"name": "decode", "kind": "onnx", "file": "decoder.onnx", "add_input": True}]
     stages.append({"name": "enhance", "kind": "guided_filter",
                    **(enhance or {"radius": 2, "eps": 1e-3, "detail": 1.5})})
-    files = ["encoder.onnx", "decoder.onnx", "photo_stats.json"]
-    manifest = {"format": "a2r_edge.model/1", "name": "tiny", "version": "0", "license": "MIT",
+    manifest = {"name": "tiny", "version": "0", "license": "MIT",
                 "description": "random weights, for tests", "scale": 1, "stride": 4,
                 "receptive_field": 23,
-                "normalization": {"mean": [0.5] * 3, "std": [0.5] * 3}, "stages": stages,
-                "files": {f: sha256(folder / f) for f in files}}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+                "normalization": {"mean": [0.5] * 3, "std": [0.5] * 3}, "stages": stages}
+    write_manifest(folder, manifest, ["encoder.onnx", "decoder.onnx", "photo_stats.json"])
     return folder

@@ -43,7 +43,7 @@ BAD = {
                            "expected (1, 3, H, W)"),
     "unknown op": (model([helper.make_node("Foo", ["x"], ["y"])]), "Foo"),
     "output of rank 2": (model([helper.make_node("Flatten", ["x"], ["y"])], y=(1, None)),
-                         "expected (1, 3, H, W)"),
+                         "NCHW (rank 4)"),
     "two inputs": (model([helper.make_node("Add", ["x", "z"], ["y"])], extra_inputs=[
         helper.make_tensor_value_info("z", T.FLOAT, [1, 3, None, None])]), "inputs"),
     "opset 99": (model([helper.make_node("Relu", ["x"], ["y"])], opset=99), "opset"),

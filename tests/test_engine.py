@@ -10,8 +10,8 @@ import pytest
 import a2r_edge
 from a2r_edge import Engine
 from a2r_edge.model import reference as ref
-from a2r_edge.model.package import ModelPackageError, load_package
-from model_packages import make_package, upscaler_2x, sha256
+from a2r_edge.model.package import ModelPackageError, load_package, sha256_of
+from model_packages import make_package, upscaler_2x
 
 
 @pytest.fixture(scope="module")
@@ -29,43 +29,13 @@ def picture(shape, seed=0):
 
 
 def colour_moved(img_bgr, ref_bgr, k=0.5):
-    """style='s colour step written out: per channel, mean and sqrt(var + 1) moved k of the way
-    to the reference's."""
-    a, r = (v.reshape(-1, 3).astype(np.float64) for v in (img_bgr, ref_bgr))
-    m, s = a.mean(0), np.sqrt(a.var(0) + 1)
-    mr, sr = r.mean(0), np.sqrt(r.var(0) + 1)
-    y = (img_bgr - m) / s * (s * (sr / s) ** k) + m + k * (mr - m)
-    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+    """style='s colour step as the package oracle defines it."""
+    return ref.colour_transfer(img_bgr, ref_bgr, k)
 
 
 def expected(package, img_bgr, stats=None):
-    """The package semantics written out with onnxruntime and the numpy reference."""
-    m = json.loads((package / "manifest.json").read_text())
-    h, w = img_bgr.shape[:2]
-    s = m["stride"]
-    padded = np.pad(img_bgr, ((0, -h % s), (0, -w % s), (0, 0)), mode="reflect")
-    x = ref.preprocess(padded, (0.5,) * 3, (0.5,) * 3)
-    run = lambda f, v: onnxruntime.InferenceSession(str(package / f)).run(None, {"x": v})[0]
-    feats = run("encoder.onnx", x)
-    if stats is None:
-        st = json.loads((package / "photo_stats.json").read_text())
-        stats = (np.array(st["mean"]), np.array(st["std"]))
-        if "content_map" in st:   # predicted from the features' own statistics, then clipped
-            m0, s0 = stats
-            mu, sd = ref.channel_stats(feats, 1e-5)
-            z = (np.array(st["content_map"]["weight"]) @ np.r_[mu[0], np.log(sd[0])]
-                 + np.array(st["content_map"]["bias"]))
-            stats = (np.clip(z[:m0.size], m0 - 4 * s0, m0 + 4 * s0),
-                     s0 * np.exp(np.clip(z[m0.size:] - np.log(s0), -4, 4)))
-    feats = ref.adain(feats, stats[0], stats[1], 1e-5)
-    y = run("decoder.onnx", feats) + x
-    gf = m["stages"][3]
-    luma = 0.299 * x[0, 0] + 0.587 * x[0, 1] + 0.114 * x[0, 2]
-    src = y[0].transpose(1, 2, 0)
-    base = ref.guided_filter(luma.astype(np.float32), np.ascontiguousarray(src), gf["radius"],
-                             gf["eps"])
-    y = (base + gf["detail"] * (src - base)).transpose(2, 0, 1)[None].astype(np.float32)
-    return ref.postprocess(y, (0.5,) * 3, (0.5,) * 3)[:h, :w]
+    """The package semantics: the numpy + onnxruntime oracle (model/reference.py)."""
+    return ref.PackageReference(str(package)).convert(img_bgr, stats)
 
 
 @pytest.mark.parametrize("shape", [(32, 32, 3), (37, 53, 3), (5, 9, 3), (1, 1, 3), (2, 3, 3)])
@@ -269,7 +239,7 @@ def test_bad_content_map(tmp_path, content_map, match):
     st["content_map"] = content_map
     (folder / "photo_stats.json").write_text(json.dumps(st))
     _edit_manifest(folder, lambda m: m["files"].update({"photo_stats.json":
-                                                        sha256(folder / "photo_stats.json")}))
+                                                        sha256_of(folder / "photo_stats.json")}))
     with pytest.raises(ModelPackageError, match=match):
         Engine(str(folder))
 
@@ -299,7 +269,7 @@ def test_unsupported_op_runs_on_onnxruntime_inside_the_native_plan_and_says_why(
     tanh.op_type = "Softsign"  # valid ONNX, not in the native executor's set
     onnx.save(model, folder / "decoder.onnx")
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["files"]["decoder.onnx"] = sha256(folder / "decoder.onnx")
+    manifest["files"]["decoder.onnx"] = sha256_of(folder / "decoder.onnx")
     (folder / "manifest.json").write_text(json.dumps(manifest))
     # the stage stays a native candidate (the scheduler may still pick onnxruntime by cost)
     assert "decode" not in Engine(str(folder))._stage_runners.unsupported
@@ -392,7 +362,7 @@ def test_truncated_empty_and_tampered_model_files(tmp_path):
     # a truncated file whose manifest checksum was updated to match: still a clear error
     folder = make_package(tmp_path / "cut")
     (folder / "decoder.onnx").write_bytes(data[:len(data) // 2])
-    _edit_manifest(folder, lambda m: m["files"].update({"decoder.onnx": sha256(folder /
+    _edit_manifest(folder, lambda m: m["files"].update({"decoder.onnx": sha256_of(folder /
                                                                               "decoder.onnx")}))
     with pytest.raises(ValueError, match="decoder.onnx"):
         Engine(str(folder))

@@ -1,4 +1,5 @@
-"""ops.preprocess against the numpy reference (model/reference.py) at every ISA level x 1/2 threads."""
+"""ops.preprocess against the numpy reference (model/reference.py) at every ISA level x 1/2
+threads."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
-from a2r_edge.runtime import scheduler
+from a2r_edge.runtime import measure, scheduler
 from a2r_edge.model.package import Stage, load_package
 from a2r_edge.runtime.scheduler import Backend, make_plan
 from model_packages import make_package
@@ -217,14 +217,12 @@ def test_calibration_is_cached_and_reused(tiny, tmp_path, monkeypatch):
     first = make_plan(tiny.stages)  # calibrates (its time is reported by the bench, not asserted)
     files = list(tmp_path.glob("calibration-*.json"))
     assert len(files) == 1
-    size = scheduler.CALIBRATION_SIZE
+    size = measure.CALIBRATION_SIZE
     assert f"calibration at {size}x{size}" in first.describe() and str(files[0]) in first.describe()
     data = json.loads(files[0].read_text())
     assert {(e["stage"], e["backend"]) for e in data["stages"]} >= {
         ("encode", "native"), ("encode", "onnxruntime"), ("decode", "native"),
         ("decode", "onnxruntime"), ("stylize", "native"), ("enhance", "native")}
-
-    from a2r_edge.runtime import measure
 
     def no_measuring(*a, **k):
         raise AssertionError("calibrated again instead of reusing the cache")
@@ -239,7 +237,7 @@ def test_calibration_is_cached_and_reused(tiny, tmp_path, monkeypatch):
 
 def test_stored_profile_of_this_model_is_used(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
-    digest = scheduler.model_digest(tiny.stages)
+    digest = measure.model_digest(tiny.stages)
     prof = profile({"encode": (1.0, 9.0), "stylize": (1.0, None), "decode": (9.0, 1.0),
                     "enhance": (1.0, None)})
     prof.update(model={"name": "tiny", "digest": digest}, date="2026-01-01T00:00:00+00:00")
@@ -314,7 +312,7 @@ def test_calibration_and_conversion_run_a_stage_through_the_same_runner(tmp_path
     (measure.StageChain) and the Engine both run every ONNX stage through the runner that
     runners.StageRunners makes for its backend (onnxruntime: IOBinding, not a plain allocating
     session.run per call)."""
-    from a2r_edge.runtime import measure, runners
+    from a2r_edge.runtime import runners
     from a2r_edge.runtime.ort import OrtSession
 
     folder = make_package(tmp_path / "pkg")

@@ -1,6 +1,7 @@
-"""Rules every public op shares (docs/architecture.md, ops): a wrong type or dtype is a TypeError,
-a wrong shape or an empty array a ValueError, both naming the argument; strided and byte-swapped
-inputs work; out= is checked. Op-specific bad inputs live in each op's own test file."""
+"""Rules every public op shares (docs/architecture.md, how to add an op): a wrong type or dtype is
+a TypeError, a wrong shape or an empty array a ValueError, both naming the argument; strided and
+byte-swapped inputs work; out= is checked. Op-specific bad inputs live in each op's own test
+file."""
 import numpy as np
 import pytest
 

@@ -32,6 +32,7 @@ import tempfile
 
 import numpy as np
 
+from ..runtime import measure
 from ..runtime.measure import StageChain, bench_model, copy_bandwidth, fma_peak, median_time
 
 SCHEMA = "a2r_edge.profile/1"
@@ -256,7 +257,7 @@ def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
             "isa": cpu.isa(),
             "quick": quick,
             "model": {"name": model.name, "version": model.version, "which": which,
-                      "digest": scheduler.model_digest(model.stages)},
+                      "digest": measure.model_digest(model.stages)},
             "roofline": roofline,
             "host_device": None,
             "ops": op_rows,

@@ -48,6 +48,31 @@ class Graph:
 
 # --- loading ------------------------------------------------------------------------------------
 
+def check_picture_stage(model, stage: str) -> None:
+    """ModelLoadError unless ``model`` (a path or ModelProto) is a picture network as the Engine
+    runs it: one float32 graph input (rank 4 where the rank is stated) and a float32 first
+    output. An engine stage is fed float32 NCHW pictures whatever its backend."""
+    import onnx
+    proto = load_model(model)
+    inits = {t.name for t in proto.graph.initializer}
+    inputs = [vi for vi in proto.graph.input if vi.name not in inits]
+    if len(inputs) != 1 or not proto.graph.output:
+        raise ModelLoadError(f"stage {stage!r}: a picture network has one input and at least one "
+                             f"output; this one has {len(inputs)} inputs and "
+                             f"{len(proto.graph.output)} outputs")
+    for what, vi in (("input", inputs[0]), ("output", proto.graph.output[0])):
+        tt = vi.type.tensor_type
+        if tt.elem_type != onnx.TensorProto.FLOAT:
+            raise ModelLoadError(
+                f"stage {stage!r}: {what} {vi.name!r} is "
+                f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; a picture network takes and "
+                f"returns float32 NCHW")
+        if tt.HasField("shape") and len(tt.shape.dim) != 4:
+            raise ModelLoadError(f"stage {stage!r}: {what} {vi.name!r} has a shape of rank "
+                                 f"{len(tt.shape.dim)}; a picture network takes and returns "
+                                 f"NCHW (rank 4)")
+
+
 def load_model(model):
     """An onnx.ModelProto from a path, bytes or a ModelProto; checked by onnx.checker."""
     import onnx

@@ -81,6 +81,17 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def write_manifest(folder, manifest: dict, files) -> dict:
+    """Write ``folder``/manifest.json: ``manifest`` (every field but "format" and "files") with
+    the format and the sha256 of each of ``files`` (names inside ``folder``, already written);
+    returns what was written. The one manifest writer, beside the reader ``load_package``."""
+    folder = Path(folder)
+    out = {"format": FORMAT, **{k: v for k, v in manifest.items() if k not in ("format", "files")},
+           "files": {name: sha256_of(folder / name) for name in files}}
+    (folder / "manifest.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
 def _inside(folder: Path, name, what: str) -> Path:
     """folder/name, refusing names that escape the folder (absolute, .., symlinks out)."""
     if not isinstance(name, str) or not name:

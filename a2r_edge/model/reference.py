@@ -1,4 +1,6 @@
-"""numpy reference of every op: the oracle the native kernels are tested against.
+"""The numpy oracles: of every op (the native kernels are tested against them) and of what a
+model package means (``PackageReference``: the Engine, the tools and the benchmarks' plain peer
+are checked against it).
 
 Written for clarity, not speed; statistics in float64. Inputs are assumed valid (ops.py checks).
 """
@@ -153,3 +155,166 @@ def guided_filter(guide, src, radius, eps):
         q = np.einsum("hwk,hwkc->hwc", I, box_mean(a, radius)) + box_mean(b, radius)
     q = q.astype(np.float32)
     return q[..., 0] if squeeze else q
+
+
+# --- the meaning of a model package, stage by stage: the one oracle of package semantics --------
+# (manifest "a2r_edge.model/1"; the Engine implements it fast in picture/forward.py and stages.py)
+#   x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input padded at the bottom/right
+#        to multiples of `stride` (``pad_to``: reflect "dcb|abcd", a 1-pixel side repeated)
+#   onnx stage:    y = network(y), + x when ``add_input``
+#   adain stage:   y = (y - mu_y) / sqrt(var_y + eps) * t_std + t_mean   per channel over H, W;
+#        target (t_mean, t_std): a reference photo's statistics (style=); else, when the stats
+#        file has "content_map" {weight (2C, 2C), bias (2C)}: z = weight @ [mu_y; ln s_y] + bias,
+#        s_y = sqrt(var_y + eps), t_mean = z[:C], t_std = exp(z[C:]), clipped to mean +-
+#        MAP_RANGE std and std * exp(+-MAP_RANGE) of the file's fixed ones; else the fixed ones
+#   guided_filter stage: base = guided_filter(guide = luma of x, src = y as (H', W', 3), radius,
+#        eps); y = base + detail * (y - base)
+#   crop to H, W; u8 = clip(round((y * std + mean) * 255), 0, 255) (half to even), BGR.
+# With a reference photo, the input is first colour-transferred (``colour_transfer``) and the
+# AdaIN target is the statistics of the stages before AdaIN on the photo.
+
+MAP_RANGE = 4.0      # content-map targets stay within the fixed statistics +- this many stds
+STYLE_COLOUR = 0.5   # share of the colour move towards a reference photo
+LUMA = (0.299, 0.587, 0.114)
+
+
+def pad_to(x, stride):
+    """(N, C, H, W) padded at the bottom/right to multiples of stride: reflect "dcb|abcd" along
+    each axis, a 1-pixel axis repeated."""
+    h, w = x.shape[-2:]
+    x = np.pad(x, ((0, 0), (0, 0), (0, -h % stride), (0, 0)),
+               mode="reflect" if h > 1 else "edge")
+    return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, -w % stride)),
+                  mode="reflect" if w > 1 else "edge")
+
+
+def colour_transfer(bgr_u8, reference_bgr_u8, strength=STYLE_COLOUR):
+    """Per BGR channel: v -> (v - m) / s * s' + m', m and s = sqrt(var + 1) the picture's,
+    m' = m + strength (m_ref - m), s' = s (s_ref / s) ** strength; rounded, clipped to u8."""
+    def moments(img):
+        v = img.reshape(-1, 3).astype(np.float64)
+        return v.mean(0), np.sqrt(v.var(0) + 1.0)
+    (m, s), (mr, sr) = moments(bgr_u8), moments(reference_bgr_u8)
+    m2, s2 = m + strength * (mr - m), s * (sr / s) ** strength
+    return np.clip(np.rint((bgr_u8 - m) / s * s2 + m2), 0, 255).astype(np.uint8)
+
+
+class PackageReference:
+    """A model package folder run stage by stage with onnxruntime (CPU) and numpy, as the
+    comment above defines it. guided_filter: the (guide, src, radius, eps) implementation
+    (default this module's; tools pass a faster one with the same definition); threads:
+    onnxruntime's intra-op threads."""
+
+    def __init__(self, folder, threads=1, guided_filter=guided_filter):
+        import json
+        import os
+
+        import onnxruntime as ort
+
+        from .package import FORMAT, sha256_of
+        with open(os.path.join(folder, "manifest.json")) as fh:
+            self.manifest = m = json.load(fh)
+        if m.get("format") != FORMAT:
+            raise ValueError(f"manifest format must be {FORMAT!r}, got {m.get('format')!r}")
+        for name, digest in m["files"].items():
+            if sha256_of(os.path.join(folder, name)) != digest:
+                raise ValueError(f"{name}: sha256 mismatch")
+        self.guided_filter = guided_filter
+        self.stride = int(m["stride"])
+        self.mean = np.asarray(m["normalization"]["mean"], np.float32).reshape(1, 3, 1, 1)
+        self.std = np.asarray(m["normalization"]["std"], np.float32).reshape(1, 3, 1, 1)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.stages = []
+        for st in m["stages"]:
+            st = dict(st)
+            if st["kind"] == "onnx":
+                st["session"] = ort.InferenceSession(os.path.join(folder, st["file"]), so,
+                                                     providers=["CPUExecutionProvider"])
+            elif st["kind"] == "adain":
+                with open(os.path.join(folder, st["stats"])) as fh:
+                    s = json.load(fh)
+                st["mean"] = np.asarray(s["mean"], np.float32)
+                st["std"] = np.asarray(s["std"], np.float32)
+                cmap = s.get("content_map")
+                st["map"] = None if cmap is None else (np.asarray(cmap["weight"], np.float64),
+                                                       np.asarray(cmap["bias"], np.float64))
+            self.stages.append(st)
+
+    def preprocess(self, bgr_u8):
+        rgb = np.asarray(bgr_u8)[..., ::-1].astype(np.float32).transpose(2, 0, 1)[None]
+        return pad_to(((rgb / 255.0 - self.mean) / self.std).astype(np.float32), self.stride)
+
+    def postprocess(self, y, h, w):
+        v = (y[0, :, :h, :w] * self.std[0] + self.mean[0]) * 255.0
+        v = np.nan_to_num(v, nan=0.0)
+        return np.clip(np.rint(v), 0, 255).astype(np.uint8).transpose(1, 2, 0)[..., ::-1].copy()
+
+    def stats_of(self, reference_bgr_u8):
+        """(mean, std) of the stages before AdaIN on a reference photo: its target statistics."""
+        f = self.forward(self.preprocess(reference_bgr_u8), stop_before_kind="adain")
+        eps = next(s["eps"] for s in self.stages if s["kind"] == "adain")
+        return f.mean((0, 2, 3)), np.sqrt(f.var((0, 2, 3)) + eps)
+
+    @staticmethod
+    def run_onnx(st, x):
+        sess = st["session"]
+        return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+    def forward(self, x, stats=None, enhance=None, stop_before=None, stop_before_kind=None):
+        """x (1, 3, H', W') padded -> y; enhance overrides the guided_filter stage's
+        radius/eps/detail; the stages from the one named ``stop_before`` (or of kind
+        ``stop_before_kind``) on are left out."""
+        t = x
+        for st in self.stages:
+            k = st["kind"]
+            if st["name"] == stop_before or k == stop_before_kind:
+                break
+            if k == "onnx":
+                t = self.run_onnx(st, t)
+                if st.get("add_input"):
+                    t = x + t
+            elif k == "adain":
+                mu = t.mean((2, 3), keepdims=True, dtype=np.float64)
+                sd = np.sqrt(((t - mu) ** 2).mean((2, 3), keepdims=True) + st["eps"])
+                if stats is not None:
+                    sm, ss = stats
+                elif st["map"] is not None:
+                    w, b = st["map"]
+                    z = w @ np.concatenate([mu.ravel(), np.log(sd.ravel())]) + b
+                    m0, s0 = st["mean"].astype(np.float64), st["std"].astype(np.float64)
+                    sm = np.clip(z[:mu.size], m0 - MAP_RANGE * s0, m0 + MAP_RANGE * s0)
+                    ss = s0 * np.exp(np.clip(z[mu.size:] - np.log(s0), -MAP_RANGE, MAP_RANGE))
+                else:
+                    sm, ss = st["mean"], st["std"]
+                t = ((t - mu) / sd * np.reshape(ss, (1, -1, 1, 1))
+                     + np.reshape(sm, (1, -1, 1, 1))).astype(np.float32)
+            elif k == "guided_filter":
+                p = dict(st)
+                p.update(enhance or {})
+                t = self.enhance(x, t, int(p["radius"]), float(p["eps"]), float(p["detail"]))
+            else:
+                raise ValueError(f"unknown stage kind {k!r}")
+        return t
+
+    def enhance(self, x, y, radius, eps, detail):
+        if detail == 1.0:
+            return y
+        guide = np.ascontiguousarray(LUMA[0] * x[0, 0] + LUMA[1] * x[0, 1] + LUMA[2] * x[0, 2],
+                                     dtype=np.float32)
+        src = np.ascontiguousarray(y[0].transpose(1, 2, 0))
+        base = self.guided_filter(guide, src, radius, eps)
+        out = base + np.float32(detail) * (src - base)
+        return np.ascontiguousarray(out.transpose(2, 0, 1)[None], dtype=np.float32)
+
+    def convert(self, bgr_u8, stats=None, enhance=None):
+        """BGR uint8 (H, W, 3) -> the converted BGR uint8 picture; stats: AdaIN target."""
+        h, w = bgr_u8.shape[:2]
+        return self.postprocess(self.forward(self.preprocess(bgr_u8), stats, enhance), h, w)
+
+    def convert_like(self, bgr_u8, reference_bgr_u8, enhance=None, strength=STYLE_COLOUR):
+        """The conversion with a reference photo: its colours, then its AdaIN statistics."""
+        return self.convert(colour_transfer(bgr_u8, reference_bgr_u8, strength),
+                            self.stats_of(reference_bgr_u8), enhance)

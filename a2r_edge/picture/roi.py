@@ -90,3 +90,23 @@ def paste(frame: np.ndarray, region: np.ndarray, box, feather: int = 8) -> np.nd
     roi = out[y0:y1, x0:x1].astype(np.float32)
     out[y0:y1, x0:x1] = np.rint(roi + m * (region.astype(np.float32) - roi)).astype(np.uint8)
     return out
+
+
+def each_region(frames, detector: Detector, run, check: Callable, to_bgr: Callable):
+    """run(crops) over the regions ``detector`` finds in ``frames`` (each checked by
+    ``check(frame, name)`` first; ``to_bgr`` gives the detector its BGR view), each result
+    pasted back into its frame; a frame without a region is converted whole."""
+    import collections
+    pending = collections.deque()
+
+    def crops():
+        for i, frame in enumerate(frames):
+            frame = check(frame, f"frame {i}")
+            box = detector(to_bgr(frame))
+            box = None if box is None else clip(box, frame.shape)
+            pending.append((frame, box))
+            yield frame if box is None else frame[box[1]:box[3], box[0]:box[2]]
+
+    for out in run(crops()):
+        frame, box = pending.popleft()
+        yield out if box is None else paste(frame, out, box)

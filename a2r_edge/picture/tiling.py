@@ -187,6 +187,16 @@ def _whole_picture_statistics(forward, stats, moments):
     return runners, content
 
 
+def check_tile(tile, stride: int) -> int | None:
+    """tile= checked (None, or an int >= 1: ValueError otherwise), rounded up to a multiple of
+    the stride."""
+    if tile is None:
+        return None
+    if isinstance(tile, bool) or not isinstance(tile, int) or tile < 1:
+        raise ValueError(f"tile must be an int >= 1 (pixels), got {tile!r}")
+    return -(-tile // stride) * stride
+
+
 def tile_size(model, bytes_per_pixel, h: int, w: int, tile: int | None) -> int | None:
     """The tile size a picture of h x w (padded) input pixels gets, None: in one piece. tile:
     the caller's (tiles when the picture is larger); None: tiles only when the network would

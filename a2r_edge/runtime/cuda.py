@@ -11,6 +11,10 @@ Memory: a ``Context`` owns one stream, a ``DevicePool`` and a ``PinnedPool`` of 
 that grow to the largest request and are then reused (no cudaMalloc per frame). Uploads go
 numpy -> pinned staging -> device (async on the stream); downloads the reverse, then one sync.
 Not thread-safe: one Context per thread.
+
+Over 500 lines on purpose: this file is the library's whole ctypes face (every symbol's
+signature, the status codes, the pools and one wrapper per op), as cuda_ops/a2r_cuda_api.cu is its
+whole C ABI; splitting it would split one contract across files.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _settings
+from ..ops import ACT_CODES
 
 ABI_VERSION = 1  # must equal A2R_CUDA_ABI_VERSION in cuda_ops/a2r_cuda.h
 LIBRARY_NAME = "_a2r_cuda.so"
@@ -30,7 +35,8 @@ OK, EINVAL, ENOMEM, ENODRIVER, ENODEVICE, ERUNTIME = range(6)
 _STATUS_NAMES = {EINVAL: "invalid argument", ENOMEM: "out of memory",
                  ENODRIVER: "no NVIDIA driver", ENODEVICE: "no CUDA device",
                  ERUNTIME: "CUDA runtime error"}
-ACTIVATIONS = {None: 0, "silu": 1, "relu": 2}
+# The activations the CUDA kernels fuse, by ops.ACT_CODES (the codes a2r_cuda.h shares).
+ACTIVATIONS = {name: ACT_CODES[name] for name in (None, "silu", "relu")}
 
 
 class CudaError(RuntimeError):

@@ -8,9 +8,13 @@ the ratios of one run, not absolute times across runs.
 """
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
+import os
 import statistics
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -78,7 +82,7 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
     decode + input -> guided filter): for machines (and tests) without the bundled model."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from ..model.package import sha256_of
+    from ..model.package import write_manifest
 
     rng = np.random.default_rng(seed)
 
@@ -111,8 +115,7 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
          {"w1": conv(12, f), "w2": conv(12, 3, scale=0.3)}, 3, "decoder")
     stats = {"mean": [0.0] * f, "std": [1.0] * f}
     (folder / "photo_stats.json").write_text(json.dumps(stats))
-    files = ["encoder.onnx", "decoder.onnx", "photo_stats.json"]
-    manifest = {"format": "a2r_edge.model/1", "name": "tiny", "version": "0", "license": "MIT",
+    manifest = {"name": "tiny", "version": "0", "license": "MIT",
                 "description": "random weights: bench stand-in for the bundled model",
                 "scale": 1, "stride": 4, "receptive_field": 23,
                 "normalization": {"mean": [0.5] * 3, "std": [0.5] * 3},
@@ -122,9 +125,8 @@ def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
                            {"name": "decode", "kind": "onnx", "file": "decoder.onnx",
                             "add_input": True},
                            {"name": "enhance", "kind": "guided_filter", "radius": 2,
-                            "eps": 1e-3, "detail": 1.5}],
-                "files": {n: sha256_of(folder / n) for n in files}}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+                            "eps": 1e-3, "detail": 1.5}]}
+    write_manifest(folder, manifest, ["encoder.onnx", "decoder.onnx", "photo_stats.json"])
     return folder
 
 
@@ -209,3 +211,126 @@ class StageChain:
                                 "out_bytes": int(y.nbytes)})
             x = y
         return entries
+
+
+# --- the model's stages measured once per machine: calibration --------------------------------
+
+# The size plans are costed at: stage times do not scale alike across backends (the bundled
+# encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
+# even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
+# The 0.3 s budget per stage and backend keeps it under 5 s (2.3 s here for a2r_lite, loaded
+# box).
+CALIBRATION_SIZE = 512
+
+
+def model_digest(stages) -> str:
+    """Identity of a model's stages (kinds, parameters, file contents; not file paths): the
+    key its measured stage times are kept under."""
+    from ..model.package import sha256_of
+    h = hashlib.sha256()
+    for s in stages:
+        h.update(f"{s.name}|{s.kind}".encode())
+        for key, value in sorted(s.params.items()):
+            if key in ("file", "stats") and value is not None and os.path.exists(str(value)):
+                value = sha256_of(value)
+            h.update(f"|{key}={value}".encode())
+    return h.hexdigest()[:16]
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+def _build_id() -> str:
+    """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
+    (its kernels may be faster or slower than those the cached figures describe)."""
+    from .. import __version__, _kernels
+    st = os.stat(_kernels.__file__)
+    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
+                           digest_size=4).hexdigest()
+
+
+def calibration_path(stages, threads: int) -> str:
+    from . import system
+    key = system.machine_key()
+    return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
+                                              f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
+
+
+def stage_figures(entries):
+    """(stage, backend, size, ms, out_bytes or None) of each stage figure in ``entries`` (from a
+    file: a list of {"stage": str, "backend": str, "size": int > 0, "ms": number >= 0,
+    "out_bytes"?}); ValueError naming the first that is not one."""
+    if not isinstance(entries, (list, tuple)):
+        raise ValueError(f"stage figures must be a list, got {type(entries).__name__}")
+    figures = []
+    for e in entries:
+        try:
+            stage, backend = e["stage"], e["backend"]
+            size, ms = int(e["size"]), float(e["ms"])
+            out_bytes = None if e.get("out_bytes") is None else int(e["out_bytes"])
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise ValueError(f"bad stage figure {e!r}: {type(exc).__name__} {exc}") from None
+        if not (isinstance(stage, str) and isinstance(backend, str) and size > 0
+                and 0 <= ms < float("inf")):
+            raise ValueError(f"bad stage figure {e!r}")
+        figures.append((stage, backend, size, ms, out_bytes))
+    return figures
+
+
+def _cached_calibration(path: str) -> dict | None:
+    """The calibration cached at ``path``; None when there is none, or (with one warning) when
+    it is damaged: then the stages are measured again and the file rewritten."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if not data.get("stages"):
+                raise ValueError("no stage figures")
+            stage_figures(data["stages"])
+            if not isinstance(data.get("threads"), int) or not isinstance(data.get("date"), str):
+                raise ValueError("threads or date missing")
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            data["cached"] = path
+            return data
+    warnings.warn(f"ignoring the damaged calibration cache {path} ({reason[:200]}); "
+                  f"measuring again", RuntimeWarning, stacklevel=3)
+    return None
+
+
+def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
+              use_cache: bool = True) -> dict:
+    """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
+    "stages" entries), measured once per machine, model and thread count and then read from
+    the cache. A cache that cannot be written is not an error (the figures are still used)."""
+    import a2r_edge
+
+    from . import cpu, system
+
+    threads = threads or cpu.num_threads()
+    path = calibration_path(stages, threads)
+    if use_cache:
+        data = _cached_calibration(path)
+        if data is not None:
+            return data
+    with cpu.using_threads(threads):
+        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
+        # models; a large model hits the budget and still stays well under 5 s in all.
+        entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
+    data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "version": a2r_edge.__version__, "threads": threads,
+            "model": {"digest": model_digest(stages)}, "stages": entries}
+    try:
+        system.write_json_atomic(path, data)
+        data["cached"] = path
+    except OSError:
+        data["cached"] = None
+    return data

@@ -1,6 +1,6 @@
-"""Pipelined stages over threads (docs/architecture.md, a video frame): one worker thread per
-stage, bounded queues between them, order preserved, errors re-raised in the consumer, clean
-stop when the consumer stops reading.
+"""Pipelined stages over threads (docs/architecture.md, the way of one video frame): one worker
+thread per stage, bounded queues between them, order preserved, errors re-raised in the
+consumer, clean stop when the consumer stops reading.
 
 The stages of one picture (preprocess, network, postprocess) run in different threads, so the
 preprocess of frame n+1 overlaps the network of frame n: our native kernels and numpy's large

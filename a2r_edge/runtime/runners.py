@@ -14,6 +14,7 @@ from typing import Callable
 
 from ..model import NativeExecutor, UnsupportedOpError
 from ..model.arena import SharedArena
+from ..model.graph import check_picture_stage
 from .ort import OrtSession
 
 Runner = Callable  # float32 NCHW -> float32 NCHW
@@ -34,6 +35,8 @@ class StageRunners:
         self.unsupported: dict[str, str] = {}
         self._sessions: dict[str, OrtSession] = {}
         self._ort: dict[str, Runner] = {}
+        for stage in self.stages:
+            check_picture_stage(str(stage.params["file"]), stage.name)
         for stage in self.stages if native else ():
             try:
                 self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena,

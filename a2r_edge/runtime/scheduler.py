@@ -11,9 +11,9 @@ them, costs each placement with measured figures, and keeps the best:
 - figures (``Costs``): stage times per backend and size, each stage's output bytes, and the
   host<->device link (GB/s each way + a fixed latency per copy), from a profile
   (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
-  short calibration (the model's stages on each CPU backend at CALIBRATION_SIZE, 512x512, through
-  the runners conversion uses, under 5 s), cached per machine and model in
-  ``system.cache_dir()``.
+  short calibration (measure.calibrate: the model's stages on each CPU backend at
+  CALIBRATION_SIZE, 512x512, through the runners conversion uses, under 5 s), cached per
+  machine and model in ``system.cache_dir()``.
 - cost of a placement: latency = stage times + every copy between devices (the picture goes
   up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
   a stage's output moves when the next stage is elsewhere; the picture itself moves to a device
@@ -36,23 +36,15 @@ and not chosen, and a measured GPU slower than the CPU (Jetson-like) gets a CPU 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import hashlib
 import itertools
-import os
 import warnings
 
 from . import cpu
+from .measure import CALIBRATION_SIZE, calibrate, model_digest, stage_figures
 
 DEVICES = ("auto", "cpu", "gpu", "split")
 BACKENDS = ("native", "onnxruntime")  # what ``backend=`` may force for the ONNX stages
 OBJECTIVES = ("latency", "throughput")
-# The size plans are costed at: stage times do not scale alike across backends (the bundled
-# encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
-# even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
-# The 0.3 s budget per stage and backend keeps it under 5 s (2.3 s here for a2r_lite, loaded
-# box).
-CALIBRATION_SIZE = 512
 REFERENCE_SIZE = 512    # the picture size plans are costed at when none is given
 # Relative difference below which two placements' estimates are a tie: the bundled encoder's
 # native and onnxruntime times (26 vs 32 ms at 512x512 on an idle box) swapped places in a
@@ -113,18 +105,7 @@ class Costs:
         {"stage": str, "backend": str, "size": int > 0, "ms": number >= 0, "out_bytes"?}."""
         self.ms: dict[tuple[str, str], dict[int, float]] = {}
         self.out: dict[str, dict[int, int]] = {}
-        if not isinstance(entries, (list, tuple)):
-            raise ValueError(f"stage figures must be a list, got {type(entries).__name__}")
-        for e in entries:
-            try:
-                stage, backend = e["stage"], e["backend"]
-                size, ms = int(e["size"]), float(e["ms"])
-                out_bytes = None if e.get("out_bytes") is None else int(e["out_bytes"])
-            except (TypeError, KeyError, ValueError, AttributeError) as exc:
-                raise ValueError(f"bad stage figure {e!r}: {type(exc).__name__} {exc}") from None
-            if not (isinstance(stage, str) and isinstance(backend, str) and size > 0
-                    and 0 <= ms < float("inf")):
-                raise ValueError(f"bad stage figure {e!r}")
+        for stage, backend, size, ms, out_bytes in stage_figures(entries):
             self.ms.setdefault((stage, backend), {})[size] = ms
             if out_bytes is not None:
                 self.out.setdefault(stage, {})[size] = out_bytes
@@ -249,103 +230,6 @@ def check_device(device, backends=None) -> str:
                    NO_GPU_ENGINE)
         raise ValueError(f"device={device!r} needs a GPU backend: {why}; use 'cpu' or 'auto'")
     return device
-
-
-def model_digest(stages) -> str:
-    """Identity of a model's stages (kinds, parameters, file contents; not file paths): the
-    key its measured stage times are kept under."""
-    from ..model.package import sha256_of
-    h = hashlib.sha256()
-    for s in stages:
-        h.update(f"{s.name}|{s.kind}".encode())
-        for key, value in sorted(s.params.items()):
-            if key in ("file", "stats") and value is not None and os.path.exists(str(value)):
-                value = sha256_of(value)
-            h.update(f"|{key}={value}".encode())
-    return h.hexdigest()[:16]
-
-
-# --- calibration ------------------------------------------------------------------------------
-
-def _build_id() -> str:
-    """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
-    (its kernels may be faster or slower than those the cached figures describe)."""
-    import hashlib
-    from .. import __version__, _kernels
-    st = os.stat(_kernels.__file__)
-    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
-                           digest_size=4).hexdigest()
-
-
-def calibration_path(stages, threads: int) -> str:
-    from . import system
-    key = system.machine_key()
-    return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
-
-
-def _cached_calibration(path: str) -> dict | None:
-    """The calibration cached at ``path``; None when there is none, or (with one warning) when
-    it is damaged: then the stages are measured again and the file rewritten."""
-    import json
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError) as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-    else:
-        try:
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-            if not data.get("stages"):
-                raise ValueError("no stage figures")
-            Costs(data["stages"])
-            if not isinstance(data.get("threads"), int) or not isinstance(data.get("date"), str):
-                raise ValueError("threads or date missing")
-        except ValueError as exc:
-            reason = str(exc)
-        else:
-            data["cached"] = path
-            return data
-    warnings.warn(f"ignoring the damaged calibration cache {path} ({reason[:200]}); "
-                  f"measuring again", RuntimeWarning, stacklevel=3)
-    return None
-
-
-def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
-              use_cache: bool = True) -> dict:
-    """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
-    "stages" entries), measured once per machine, model and thread count and then read from
-    the cache. A cache that cannot be written is not an error (the figures are still used)."""
-    import json
-
-    import a2r_edge
-
-    from . import system
-    from .measure import StageChain
-
-    threads = threads or cpu.num_threads()
-    path = calibration_path(stages, threads)
-    if use_cache:
-        data = _cached_calibration(path)
-        if data is not None:
-            return data
-    with cpu.using_threads(threads):
-        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
-        # models; a large model hits the budget and still stays well under 5 s in all.
-        entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
-    data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "version": a2r_edge.__version__, "threads": threads,
-            "model": {"digest": model_digest(stages)}, "stages": entries}
-    try:
-        system.write_json_atomic(path, data)
-        data["cached"] = path
-    except OSError:
-        data["cached"] = None
-    return data
 
 
 def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
