@@ -1,13 +1,20 @@
 """``python -m a2r_edge.video``: convert a camera feed or a video file, frame by frame.
 
-    python -m a2r_edge.video --camera 0 --show
-    python -m a2r_edge.video --input in.mp4 --output out.mp4
+    python -m a2r_edge.video --input in.mp4 --output out.webm     # VP8: plays in browsers
+    python -m a2r_edge.video --camera 0 --output cam.webm --max-frames 300
+    python -m a2r_edge.video --camera 0 --show   # needs an OpenCV with a GUI (not the headless
+                                                 # wheel this package installs)
+
+Outputs: .webm (VP8), .mp4 (H.264 where the installed OpenCV has an encoder, else MPEG-4 Part 2),
+.avi (MJPG); the summary names the codec used. A progress line (frames, fps, ETA) runs on
+stderr; --metrics-port serves Prometheus metrics during the run (runtime/metrics.py).
 
 Camera: a grabber thread keeps only the newest frame (stale frames are dropped and counted, the
 opencv #13145 problem); a lost camera is reopened a few times, then the run stops with a clear
 message. File: every frame is converted, in order, none dropped; the output keeps the source's
-fps and size and is written to a temporary file renamed into place at the end, so it is always
-finalised and playable, also after Ctrl-C. The frames run through ``Engine.stream`` (preprocess,
+fps and size and is written to a private temporary file, checked to hold every frame and renamed
+into place at the end, so it is always finalised and playable, also after Ctrl-C; a failed write
+(a full disk) is an error and leaves nothing under the final name. The frames run through ``Engine.stream`` (preprocess,
 network and postprocess pipelined over threads). Against flicker the AdaIN content statistics
 (and the ROI box, when a detector is used, and with --style the frame's own colour statistics
 that the colour step maps onto the reference's) are smoothed over time:

@@ -113,9 +113,9 @@ _device_state: tuple | None = None  # (ok, reason)
 def _load_library():
     path = library_path()
     if not path.exists():
-        return None, (f"no CUDA library built: {path} does not exist (build with nvcc on PATH or "
-                      "under CUDA_HOME: python setup.py build_ext --inplace; A2R_WITH_CUDA=1 "
-                      "makes a missing nvcc an error)")
+        return None, (f"no CUDA library built: {path} does not exist (it is built with nvcc on "
+                      "PATH or under CUDA_HOME when the NVIDIA driver shows a GPU; "
+                      "A2R_WITH_CUDA=1 builds it regardless and makes a missing nvcc an error)")
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
