@@ -69,7 +69,7 @@ def check(precision, x, wt, b, s=1, p=0, d=1, g=1, act=None, residual=None, act_
 # n, c, h, w, o, kernel, stride, pad, dilation, groups
 CASES = [
     (1, 3, 17, 13, 8, 3, 1, 1, 1, 1),       # RGB input: one partial channel lane
-    (2, 16, 9, 7, 13, 3, 2, 2, 2, 1),       # strided, dilated: gathered panels
+    (2, 16, 9, 7, 13, 3, 2, 2, 2, 1),       # stride 2 dilation 2 reads one phase: gathered
     (1, 32, 20, 20, 32, 1, 1, 0, 1, 1),     # 1x1
     (2, 7, 13, 17, 5, 1, 1, 0, 1, 1),       # 1x1, odd channels, few outputs (half row block)
     (1, 5, 13, 13, 7, 5, 1, 2, 1, 1),
@@ -80,7 +80,9 @@ CASES = [
     (1, 64, 31, 29, 70, 3, 1, 1, 1, 1),     # several row blocks and pixel tiles
     (2, 10, 19, 23, 9, 3, 1, 2, 2, 1),      # implicit, dilated
     (1, 16, 9, 300, 20, 3, 1, 1, 1, 1),     # implicit: tiles start and end mid-row
-    (1, 37, 40, 300, 24, 3, 2, 1, 1, 1),    # stride 2, many panels
+    (1, 37, 40, 300, 24, 3, 2, 1, 1, 1),    # polyphase strip, stride 2, tiles mid-row
+    (1, 5, 19, 23, 7, 3, 3, 1, 1, 1),       # polyphase, stride 3: nine phase planes
+    (1, 8, 17, 9, 4, 1, 2, 0, 1, 1),        # 1x1 stride 2 reads one phase: gathered panels
 ]
 
 

@@ -6,12 +6,15 @@
  * (channel lane, i, j): a 32-bit lane holds D = 2 (bf16) or 4 (int8) consecutive input channels
  * of one tap, so K has kd = ceil(cg / D) * kh * kw lane steps (missing channels are zero
  * weights). Weights are converted once (a2r_conv2d_lowp_pack); activations on the fly, per tile:
- *   - stride 1 (implicit GEMM, as the fp32 kernel): the tile's input rows are converted once
- *     into a zero-padded strip of lanes (cd, srows, wq = w + 2*pad_w); output column
- *     q = oy*wq + ox reads tap (cl, i, j) at strip[off + q], off = (cl*srows + i*dil_h)*wq +
- *     j*dil_w, columns ox >= ow computed and dropped. Each input value is converted once per tile
- *     (plus the halo rows), not kh*kw times.
- *   - other strides: the tile's NR-pixel panels are gathered (im2col) tap by tap and converted.
+ *   - implicit GEMM (as the fp32 kernel): the tile's input rows are converted once into a
+ *     zero-padded strip of lanes (cd, sh, sw, srows, wq): padded row r*sh + py goes to row r of
+ *     phase py (columns likewise; stride 1 is one phase, wq = w + 2*pad_w). Output column
+ *     q = oy*wq + ox reads tap (cl, i, j) at strip[off + q], off = (((cl*sh + dy%sh)*sw +
+ *     dx%sw)*srows + dy/sh)*wq + dx/sw with dy = i*dil_h, dx = j*dil_w; columns ox >= ow are
+ *     computed and dropped. Each input value is converted once per tile (plus the halo rows),
+ *     not kh*kw times. Used when every phase is read by some tap.
+ *   - otherwise (a 1x1 stride-2 conv, say) the tile's NR-pixel panels are gathered (im2col)
+ *     tap by tap and converted.
  * The micro-kernel accumulates an MR x NR tile in registers (fp32 for bf16, int32 for int8);
  * the epilogue (dequantisation for int8, bias, residual, activation) writes y once per row block.
  *
@@ -34,7 +37,7 @@
 #define ALIGN 64
 
 typedef struct {
-    int64_t oh, ow, p, cg, og, d, cd, taps, kd, mr, og_pad, nt, q, wq, srows;
+    int64_t oh, ow, p, cg, og, d, cd, taps, kd, mr, og_pad, nt, q, wq, srows, phases;
     int64_t strip_lanes, slot; /* slot: bytes per thread */
     int implicit, int8;
 } geometry;
@@ -43,8 +46,24 @@ static inline int64_t first_valid(int64_t offset, int64_t stride) {
     return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
 }
 
+/* Strip rows (per phase plane) one tile of nt columns reads: it starts anywhere inside a row
+ * (wq - 1), spans nt - 1 more columns, and a tap reaches (kw-1)*dil_w/sw phase columns right
+ * and (kh-1)*dil_h/sh phase rows down. */
 static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t nt) {
-    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w) / wq + 1 + (s->kh - 1) * s->dil_h;
+    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w / s->stride_w) / wq + 1 +
+           (s->kh - 1) * s->dil_h / s->stride_h;
+}
+
+/* Every phase 0..stride-1 is read by some tap t*dil % stride, t < taps (else the polyphase
+ * strip would convert planes nobody reads: a 1x1 stride-2 conv reads one of four). */
+static int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
+    if (stride > taps) return 0;
+    for (int64_t ph = 0; ph < stride; ph++) {
+        int hit = 0;
+        for (int64_t t = 0; t < taps && !hit; t++) hit = t * dil % stride == ph;
+        if (!hit) return 0;
+    }
+    return 1;
 }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -63,8 +82,10 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
     g.kd = g.cd * g.taps;
     g.mr = g.og <= MR / 2 ? MR / 2 : MR; /* a 3-channel output layer: fewer zero rows */
     g.og_pad = round_up(g.og, g.mr);
-    g.implicit = s->stride_h == 1 && s->stride_w == 1;
-    g.wq = g.implicit ? s->w + 2 * s->pad_w : 0;
+    g.implicit = every_phase_read(s->kh, s->dil_h, s->stride_h) &&
+                 every_phase_read(s->kw, s->dil_w, s->stride_w);
+    g.phases = s->stride_h * s->stride_w;
+    g.wq = g.ow + (s->kw - 1) * s->dil_w / s->stride_w; /* = w + 2*pad_w at stride 1 */
     int64_t panels;
     if (g.implicit) {
         g.q = g.oh * g.wq;
@@ -72,12 +93,13 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
             A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wq + NR - 1) / NR);
         panels = MAX_STRIP_PANELS;
         while (panels > min_panels &&
-               4 * g.cd * g.wq * strip_rows(s, g.wq, panels * NR) > STRIP_BYTES)
+               4 * g.cd * g.phases * g.wq * strip_rows(s, g.wq, panels * NR) > STRIP_BYTES)
             panels--;
         panels = A2R_MIN(panels, (g.q + NR - 1) / NR);
         g.nt = panels * NR;
         g.srows = strip_rows(s, g.wq, g.nt);
-        g.strip_lanes = g.cd * g.srows * g.wq + NR; /* + NR: the last panel reads past a row */
+        /* + NR: the last panel reads past its row */
+        g.strip_lanes = g.cd * g.phases * g.srows * g.wq + NR;
     } else {
         g.q = g.p;
         panels = B_TILE_BYTES / (4 * g.kd * NR);
@@ -90,7 +112,7 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
     /* slot: B lanes | C tile (MR x nt, fp32 or int32) | tap offsets (kd int32) | D rows of
      * max(w, NR) floats (gathered rows; the implicit path's channels past cg) */
     g.slot = round_up(4 * g.strip_lanes, ALIGN) + round_up(4 * MR * g.nt, ALIGN) +
-             round_up(4 * g.kd, ALIGN) + round_up(4 * g.d * A2R_MAX(s->w, NR), ALIGN) + ALIGN;
+             round_up(4 * g.kd, ALIGN) + round_up(4 * g.d * A2R_MAX(A2R_MAX(s->w, g.wq), NR), ALIGN) + ALIGN;
     return g;
 }
 
@@ -155,33 +177,46 @@ static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
 
 /* ---- activations into B lanes ---- */
 
-/* Implicit path: strip[(cl*srows + r)*wq + col] = lane of channels D*cl.. at padded row
- * r0 + r, padded column col (zero outside the image). tmp: D*wq floats. */
+/* Implicit path: strip[((cl*sh + py)*sw + px)*srows + r)*wq + col] = lane of channels D*cl..
+ * at padded row (r0 + r)*sh + py, padded column col*sw + px (zero outside the image).
+ * tmp: D*max(w, wq) floats. */
 static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
                        int64_t r0, act_quant aq, float *restrict tmp, uint32_t *restrict strip) {
     const uint32_t zl = zero_lane(g, aq);
-    const int64_t wq = g->wq, hw = s->h * s->w;
+    const int64_t wq = g->wq, hw = s->h * s->w, sh = s->stride_h, sw = s->stride_w;
     for (int64_t cl = 0; cl < g->cd; cl++) {
         const int64_t c0 = cl * g->d, nrows = A2R_MIN(g->d, g->cg - c0);
-        for (int64_t r = 0; r < g->srows; r++) {
-            uint32_t *dst = strip + (cl * g->srows + r) * wq;
-            const int64_t iy = r0 + r - s->pad_h;
-            if (iy < 0 || iy >= s->h) {
-                for (int64_t t = 0; t < wq; t++) dst[t] = zl;
-                continue;
+        for (int64_t py = 0; py < sh; py++)
+            for (int64_t px = 0; px < sw; px++) {
+                /* columns col with 0 <= col*sw + px - pad_w < w */
+                const int64_t a = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
+                const int64_t e = A2R_MAX(a, A2R_MIN(wq, first_valid(px - s->pad_w - s->w, sw)));
+                const int64_t ix0 = a * sw + px - s->pad_w;
+                for (int64_t r = 0; r < g->srows; r++) {
+                    uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
+                    const int64_t iy = (r0 + r) * sh + py - s->pad_h;
+                    if (iy < 0 || iy >= s->h || e == a) {
+                        for (int64_t t = 0; t < wq; t++) dst[t] = zl;
+                        continue;
+                    }
+                    for (int64_t t = 0; t < a; t++) dst[t] = zl;
+                    for (int64_t t = e; t < wq; t++) dst[t] = zl;
+                    const float *src = xg + c0 * hw + iy * s->w + ix0;
+                    if (sw == 1 && nrows == g->d) { /* D channel rows at stride hw: in place */
+                        to_lanes(g, src, hw, nrows, aq, dst + a, e - a);
+                        continue;
+                    }
+                    for (int64_t rr = 0; rr < nrows; rr++) {
+                        const float *sr = src + rr * hw;
+                        float *tr = tmp + rr * (e - a);
+                        if (sw == 1)
+                            memcpy(tr, sr, (size_t)(e - a) * sizeof(float));
+                        else
+                            for (int64_t t = 0; t < e - a; t++) tr[t] = sr[t * sw];
+                    }
+                    to_lanes(g, tmp, e - a, nrows, aq, dst + a, e - a);
+                }
             }
-            for (int64_t t = 0; t < s->pad_w; t++) dst[t] = zl;
-            for (int64_t t = s->pad_w + s->w; t < wq; t++) dst[t] = zl;
-            /* the D channel rows are contiguous in memory at stride hw: convert in place */
-            const float *src = xg + c0 * hw + iy * s->w;
-            if (nrows == g->d) {
-                to_lanes(g, src, hw, nrows, aq, dst + s->pad_w, s->w);
-            } else { /* channels past cg: gather the present ones */
-                for (int64_t rr = 0; rr < nrows; rr++)
-                    memcpy(tmp + rr * s->w, src + rr * hw, (size_t)s->w * sizeof(float));
-                to_lanes(g, tmp, s->w, nrows, aq, dst + s->pad_w, s->w);
-            }
-        }
     }
 }
 
@@ -500,7 +535,13 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
             for (int64_t cl = 0, kk = 0; cl < g.cd; cl++)
                 for (int64_t i = 0; i < s->kh; i++)
                     for (int64_t j = 0; j < s->kw; j++, kk++)
-                        off[kk] = (int32_t)((cl * g.srows + i * s->dil_h) * g.wq + j * s->dil_w);
+                    {
+                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
+                        const int64_t plane = (cl * s->stride_h + dy % s->stride_h) * s->stride_w +
+                                              dx % s->stride_w;
+                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
+                                            dx / s->stride_w);
+                    }
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
