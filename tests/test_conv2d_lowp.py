@@ -1,26 +1,16 @@
-"""ops.Conv2d at precision 'bf16' and 'int8': every ISA level (and, on AVX-512, with and without
-the BF16/VNNI dot-product units) x 1 and 2 threads against the float64 reference, within bounds
-derived from the rounding (tolerances.py); exact results where the inputs are representable;
-the calibrated int8 range and its clamping; bad inputs."""
+"""ops.Conv2d at precision 'bf16' and 'int8': every ISA level (avx512_bf16: the BF16/VNNI dot
+products; avx512 and avx2: widened bf16 and vpmaddubsw; baseline: plain C) x 1 and 2 threads
+against the float64 reference, within bounds derived from the rounding (tolerances.py); exact
+results where the inputs are representable; the calibrated int8 range and its clamping; bad
+inputs."""
 import numpy as np
 import pytest
 
 from a2r_edge import _kernels, ops
-from a2r_edge.backends import reference as ref
+from a2r_edge.model import reference as ref
 from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION
 
 ACTS = [None, "relu", "leaky_relu", "silu"]
-
-
-@pytest.fixture(params=["dot", "no_dot"])
-def dot(request, native):
-    """The dot-product units allowed or forbidden; 'dot' only where the active level uses them."""
-    allow = request.param == "dot"
-    if allow and not (_kernels.conv2d_lowp_has_dot() and _kernels.get_isa() == 2):
-        pytest.skip("no AVX512_BF16/VNNI at this level")
-    old = _kernels.conv2d_lowp_set_dot(int(allow))
-    yield allow
-    _kernels.conv2d_lowp_set_dot(old)
 
 
 def make(rng, n, c, h, w, o, k, groups=1):
@@ -88,7 +78,7 @@ CASES = [
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
-def test_matches_reference_within_rounding(dot, rng, case, precision):
+def test_matches_reference_within_rounding(native, rng, case, precision):
     n, c, h, w, o, k, s, p, d, g = case
     x, wt, b = make(rng, n, c, h, w, o, k, g)
     _, err = check(precision, x, wt, b, s, p, d, g)
@@ -99,7 +89,7 @@ def test_matches_reference_within_rounding(dot, rng, case, precision):
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
 @pytest.mark.parametrize("act", ACTS)
-def test_epilogue(dot, rng, precision, act):
+def test_epilogue(native, rng, precision, act):
     x, wt, b = make(rng, 2, 9, 14, 11, 10, 3)
     residual = rng.standard_normal((2, 10, 14, 11)).astype(np.float32)
     check(precision, x, wt, b, 1, 1, 1, 1, act, residual=residual)
@@ -107,7 +97,7 @@ def test_epilogue(dot, rng, precision, act):
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[9]], ids=["3x3", "strided", "big"])
-def test_exact_where_representable(dot, rng, case):
+def test_exact_where_representable(native, rng, case):
     """bf16: small integers are exact in bf16 and their sums in fp32, so y equals fp32 exactly.
     int8: integer weights with max |w| = 127 per channel (scale 1) and integer activations over
     the range (0, levels) (scale 1, zero point 0) quantise without error: y is exact too."""
@@ -142,7 +132,7 @@ def test_int8_calibrated_range_clamps(native, rng):
 
 def test_packing_follows_isa(rng):
     """One low-precision Conv2d used at every ISA level: each level gets its own packing."""
-    from a2r_edge.backends import cpu
+    from a2r_edge.runtime import cpu
     x, wt, b = make(rng, 1, 16, 12, 12, 16, 3)
     for precision in ("bf16", "int8"):
         conv = ops.Conv2d(wt, b, pad=1, precision=precision, act_range=(-5, 5)
