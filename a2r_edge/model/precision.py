@@ -15,7 +15,9 @@ ValueError: precision must be one of ('fp32', 'bf16', 'int8', 'auto'), got 'fp16
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 import warnings
 
@@ -92,38 +94,117 @@ def _median_ms(run, x, rounds: int = 3) -> float:
     return 1e3 * float(np.median(times))
 
 
-def choose(executor, inputs, output_of=None, candidates=("int8", "bf16")) -> dict:
-    """The "auto" choice for one executor (one stage): its run time at fp32 and at each
-    candidate on inputs[0], and the guard's PSNR on every input; the fastest precision that
-    passes wins, fp32 when none does. output_of(precision) -> list of arrays judged against
-    fp32 (default: the executor's own outputs on ``inputs``). Leaves the executor at the choice.
-
-    Returns {"precision", "ms": {p: ms}, "psnr": {p: dB}, "reason", "act_ranges"}."""
+def choose(executor, inputs) -> dict:
+    """The "auto" choice for one executor on ``inputs`` (float32 arrays of its one input), judged
+    on its own output; leaves it at the choice. Returns plan_stages' entry."""
     inputs = list(inputs)
-    ranges = calibrate_ranges(executor, inputs)
-    if output_of is None:
-        def output_of(p):
-            executor.set_precision(p, ranges)
-            return [executor.run(x).copy() for x in inputs]
-    executor.set_precision("fp32")
-    ms = {"fp32": _median_ms(executor.run, inputs[0])}
-    want = output_of("fp32")
-    scores: dict[str, float] = {}
-    for p in candidates:
-        if p not in runnable():
+    return plan_stages({"model": executor}, {"model": inputs},
+                       lambda: [executor.run(x).copy() for x in inputs], "auto")["model"]
+
+
+def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
+                known: dict | None = None) -> dict:
+    """Set each executor (one per model stage, in model order) to its precision and return
+    {stage: {"precision", "reason", "act_ranges", "ms", "psnr"}}.
+
+    stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
+    activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
+    the calibration pictures with the executors as they are now, judged against the all-fp32
+    ones. precision: "bf16"/"int8" sets every stage to it; "auto" takes per stage, in order
+    (earlier stages at their choice), the fastest precision whose run time on the stage's first
+    input beats the others and whose model output keeps GUARD_PSNR_DB; fp32 when none passes.
+    known: a previous result for the same model and machine (ranges and choices are reused)."""
+    known = known or {}
+    want = outputs() if precision == "auto" else None
+    result = {}
+    for name, ex in executors.items():
+        hit = known.get(name) or {}
+        ranges = {k: tuple(v) for k, v in hit["act_ranges"].items()} if "act_ranges" in hit \
+            else calibrate_ranges(ex, stage_inputs[name])
+        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}}
+        if precision != "auto":
+            ex.set_precision(precision, ranges)
+            result[name] = dict(entry, precision=precision, reason="asked for", ms={}, psnr={})
             continue
-        executor.set_precision(p, ranges)
-        ms[p] = _median_ms(executor.run, inputs[0])
-        got = output_of(p)
-        scores[p] = min(psnr(g, w) for g, w in zip(got, want))
-    passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p]]
-    best = min(passing + ["fp32"], key=lambda p: ms[p])
-    failed = [f"{p} {scores[p]:.1f} dB < {GUARD_PSNR_DB[p]:.0f}" for p in scores
-              if p not in passing]
-    speeds = ", ".join(f"{p} {ms[p]:.1f} ms" for p in ms)
-    reason = (f"fastest passing the guard ({speeds}"
-              + (f"; failed: {', '.join(failed)}" if failed else "") + ")")
-    executor.set_precision(best, ranges)
-    _log.info("precision %s: %s", best, reason)
-    return {"precision": best, "ms": ms, "psnr": scores, "reason": reason,
-            "act_ranges": {k: list(v) for k, v in ranges.items()}}
+        if hit.get("precision") in runnable():
+            ex.set_precision(hit["precision"], ranges)
+            result[name] = dict(hit, reason=hit["reason"] + " [stored]")
+            continue
+        x0 = stage_inputs[name][0]
+        ex.set_precision("fp32", ranges)
+        ms, scores = {"fp32": _median_ms(ex.run, x0)}, {}
+        for p in ("int8", "bf16"):
+            if p not in runnable():
+                continue
+            ex.set_precision(p, ranges)
+            ms[p] = _median_ms(ex.run, x0)
+            scores[p] = min(psnr(g, w) for g, w in zip(outputs(), want))
+        passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p]]
+        best = min(passing + ["fp32"], key=lambda p: ms[p])
+        failed = [f"{p} {scores[p]:.1f} dB < {GUARD_PSNR_DB[p]:.0f}" for p in scores
+                  if p not in passing]
+        reason = ("fastest passing the guard: " + ", ".join(f"{p} {ms[p]:.1f} ms" for p in ms)
+                  + "; " + ", ".join(f"{p} {scores[p]:.1f} dB" for p in scores)
+                  + (f"; failed: {', '.join(failed)}" if failed else ""))
+        ex.set_precision(best, ranges)
+        _log.info("stage %s at %s: %s", name, best, reason)
+        result[name] = dict(entry, precision=best, reason=reason, ms=ms, psnr=scores)
+    return result
+
+
+# --- calibration pictures and the stored choices -------------------------------------------------
+
+_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "astronaut_toon.png")
+
+
+def calibration_pictures() -> list[np.ndarray]:
+    """uint8 BGR pictures to calibrate on: the bundled sample (examples/ of a source checkout),
+    else a generated 256x256 toon (flat colour shapes with dark outlines)."""
+    import cv2
+    img = cv2.imread(_SAMPLE, cv2.IMREAD_COLOR) if os.path.exists(_SAMPLE) else None
+    if img is not None:
+        return [img]
+    rng = np.random.default_rng(20)
+    img = np.full((256, 256, 3), 235, np.uint8)
+    for _ in range(12):
+        colour = tuple(int(v) for v in rng.integers(30, 250, 3))
+        centre = tuple(int(v) for v in rng.integers(20, 236, 2))
+        axes = tuple(int(v) for v in rng.integers(10, 70, 2))
+        cv2.ellipse(img, centre, axes, float(rng.integers(0, 180)), 0, 360, colour, -1)
+        cv2.ellipse(img, centre, axes, 0, 0, 360, (25, 20, 30), 2)
+    return [img]
+
+
+def store_path(model_digest: str) -> str:
+    """Where the choices for this model on this machine, ISA level and thread count live."""
+    from ..runtime import system
+    return os.path.join(system.cache_dir(), f"precision-{system.machine_key()}-"
+                                            f"{model_digest[:16]}-{cpu.isa()}-"
+                                            f"{cpu.num_threads()}t.json")
+
+
+def load(path: str, precision: str) -> dict:
+    """The stored plan_stages result for ``precision`` ({} when none or unreadable)."""
+    try:
+        with open(path) as f:
+            return json.load(f).get(precision) or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def store(path: str, precision: str, chosen: dict) -> None:
+    """Keep ``chosen`` under ``precision``; a cache that cannot be written is not an error."""
+    from ..runtime import system
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["schema"] = "a2r_edge.precision/1"
+    data[precision] = chosen
+    try:
+        system.write_json_atomic(path, data)
+    except OSError as exc:
+        _log.info("precision choices not stored (%s)", exc)
