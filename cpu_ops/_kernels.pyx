@@ -56,6 +56,7 @@ cdef extern from "a2r_kernels.h" nogil:
                          const float *residual, int activation, float alpha, void *workspace,
                          int64_t workspace_bytes, float *y) noexcept
     int a2r_conv2d_lowp_u8_levels() noexcept
+    double a2r_lowp_peak(int precision, int64_t iters, float *sink) noexcept
     double a2r_fma_peak(int64_t iters, float *sink) noexcept
     int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
                           int64_t h, int64_t w, int64_t r, float eps, float detail,
@@ -239,6 +240,16 @@ def conv2d_lowp(tuple shape, int precision, const float[::1] x, const uint8_t[::
 def conv2d_lowp_u8_levels():
     """Activation levels of the active int8 variant (255 or 127)."""
     return a2r_conv2d_lowp_u8_levels()
+
+
+def lowp_peak(int precision, int64_t iters):
+    """Run conv2d_lowp's roofline loop (1 bf16, 2 int8) on the current thread count; returns
+    the operations done (2 per multiply-add)."""
+    cdef float sink = 0
+    cdef double ops
+    with nogil:
+        ops = a2r_lowp_peak(precision, iters, &sink)
+    return ops
 
 
 def fma_peak(int64_t iters):

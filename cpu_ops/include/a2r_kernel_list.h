@@ -102,7 +102,9 @@
        float alpha, void *workspace, int64_t workspace_bytes, float *y),                        \
       (s, precision, x, packed, x_range, bias, residual, activation, alpha, workspace,          \
        workspace_bytes, y))                                                                     \
-    K(a, int, a2r_conv2d_lowp_u8_levels, (void), ())
+    K(a, int, a2r_conv2d_lowp_u8_levels, (void), ())                                           \
+    K(a, double, a2r_lowp_peak, (int precision, int64_t iters, float *sink),                    \
+      (precision, iters, sink))
 
 #define A2R_OPS_roofline(K, a)                                                                  \
     K(a, double, a2r_fma_peak, (int64_t iters, float *sink), (iters, sink))

@@ -134,6 +134,12 @@ void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const float *x, c
                      int activation, float alpha, void *workspace, int64_t workspace_bytes,
                      float *y);
 int a2r_conv2d_lowp_u8_levels(void);
+/* lowp_peak: the multiply-add ceiling of conv2d_lowp's micro-kernel at `precision` (roofline,
+ * as a2r_fma_peak): each thread runs `iters` rounds of its inner instruction sequence on the
+ * register tile's MR*NV independent accumulators (vdpbf16ps / vpdpbusd with the dot units;
+ * widen + 2 FMAs / vpmaddubsw + vpmaddwd + vpaddd without). Returns the operations done (2 per
+ * multiply-add: the flop count of the convolution it bounds). `sink` keeps the results live. */
+double a2r_lowp_peak(int precision, int64_t iters, float *sink);
 
 /* fma_peak: the FMA throughput ceiling (roofline). Each thread runs `iters` rounds of independent
  * vector FMAs on registers; returns the floating-point operations done (2 per lane per FMA) so

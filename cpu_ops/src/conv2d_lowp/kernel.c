@@ -112,7 +112,8 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
     /* slot: B lanes | C tile (MR x nt, fp32 or int32) | tap offsets (kd int32) | D rows of
      * max(w, NR) floats (gathered rows; the implicit path's channels past cg) */
     g.slot = round_up(4 * g.strip_lanes, ALIGN) + round_up(4 * MR * g.nt, ALIGN) +
-             round_up(4 * g.kd, ALIGN) + round_up(4 * g.d * A2R_MAX(A2R_MAX(s->w, g.wq), NR), ALIGN) + ALIGN;
+             round_up(4 * g.kd, ALIGN) +
+             round_up(4 * g.d * A2R_MAX(A2R_MAX(s->w, g.wq), NR), ALIGN) + ALIGN;
     return g;
 }
 
@@ -462,7 +463,8 @@ void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
     if (g.int8)
         for (int64_t o = 0; o < s->o; o++) {
             float amax = 0.0f;
-            for (int64_t k = 0; k < kfull; k++) amax = A2R_MAX(amax, __builtin_fabsf(w[o * kfull + k]));
+            for (int64_t k = 0; k < kfull; k++)
+                amax = A2R_MAX(amax, __builtin_fabsf(w[o * kfull + k]));
             wscale[o] = amax > 0.0f ? amax / 127.0f : 1.0f;
             wsum[o] = 0;
         }
@@ -594,4 +596,51 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
             }
         }
     }
+}
+
+/* ---- roofline: the micro-kernel itself on operands in L1 ----
+ * The ceiling of the conv's inner loop without the memory system: mk_bf16 / mk_int8 (their
+ * full MR x NR tile) run over PEAK_KD lane steps of A (8 KB of weights) while every step reads
+ * the same NR-lane B row (offset table of zeros), so A and B stay in L1; the C tile is written
+ * once per PEAK_KD steps. */
+#define PEAK_KD 256
+
+/* One precision per function, not inlined: with both kernels inlined into one OpenMP body GCC
+ * spilled all but four of the int8 accumulators (measured 76 instead of ~400 Gop/s). */
+__attribute__((noinline)) static float peak_rounds(int int8, int64_t rounds, const uint32_t *a,
+                                                   const uint32_t *b, const int32_t *off,
+                                                   float *c) {
+    float total = 0.0f;
+    for (int64_t r = 0; r < rounds; r++) {
+        const int64_t at = r % (MR * NR); /* an int32 read as a float would be a denormal */
+        if (int8) {
+            mk_int8(MR, PEAK_KD, a, b, off, (int32_t *)c, NR);
+            total += (float)((const int32_t *)c)[at];
+        } else {
+            mk_bf16(MR, PEAK_KD, a, b, off, c, NR);
+            total += c[at];
+        }
+    }
+    return total;
+}
+
+double A2R_KERNEL(a2r_lowp_peak)(int precision, int64_t iters, float *sink) {
+    const int nthr = a2r_num_threads(), int8 = precision == A2R_PREC_INT8;
+    const int64_t rounds = (iters + PEAK_KD - 1) / PEAK_KD;
+    float total = 0.0f;
+    #pragma omp parallel num_threads(nthr) reduction(+ : total)
+    {
+        uint32_t a[PEAK_KD * MR] __attribute__((aligned(64)));
+        uint32_t b[4 * NR] __attribute__((aligned(64)));
+        int32_t off[PEAK_KD];
+        float c[MR * NR] __attribute__((aligned(64)));
+        /* bf16: about 1e-3 x 1 per product; int8: small bytes (no int32 overflow) */
+        for (int i = 0; i < PEAK_KD * MR; i++) a[i] = int8 ? 0x01010101u : 0x3a833a83u;
+        for (int t = 0; t < 4 * NR; t++) b[t] = int8 ? 0x01010101u : 0x3f803f80u;
+        for (int k = 0; k < PEAK_KD; k++) off[k] = (int32_t)(k % 4 * NR);
+        total += peak_rounds(int8, rounds, a, b, off, c);
+    }
+    *sink = total;
+    /* multiply-adds per lane per row and step: 2 (bf16 pair) or 4 (int8 quad); 2 ops each */
+    return 2.0 * nthr * (double)(rounds * PEAK_KD) * MR * NR * (int8 ? 4 : 2);
 }

@@ -1,4 +1,5 @@
-/* lowp_simd.h - the vector layer of the low-precision conv2d micro-kernels (kernel.c), per ISA level.
+/* lowp_simd.h - the vector layer of the low-precision conv2d micro-kernels (kernel.c), per ISA
+ * level.
  *
  * Operands travel in 32-bit lanes: a bf16 lane holds 2 consecutive K values (k even in the low
  * half), an int8 lane 4 (k % 4 = byte index). A B row is NR lanes of consecutive output pixels;
