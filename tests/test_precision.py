@@ -43,8 +43,10 @@ def one_conv_model(w, b=None):
 
 
 def test_guard_table_matches_the_policy():
-    """auto's guard is the one the tests hold the model to."""
+    """auto's guard is the one the tests hold the model to; the CLI offers the choices."""
+    from a2r_edge.apps.convert import PRECISION_CHOICES
     assert prec.GUARD_PSNR_DB == GUARD_PSNR_DB
+    assert PRECISION_CHOICES == prec.CHOICES
 
 
 @pytest.fixture(scope="module")
