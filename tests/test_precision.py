@@ -183,3 +183,62 @@ def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
         engine = Engine(backend="onnxruntime", precision="int8", cache_mb=0)
     assert engine.precisions == {}
     assert sum("running fp32" in r.getMessage() for r in caplog.records) == 1
+
+
+# --- the generator families of tests/fixtures/generators (seeded random weights) -------------
+
+GENERATORS = {"cyclegan_resnet": (32, 48), "pix2pix_unet": (64, 32), "ugatit_light": (32, 40),
+              "animeganv2": (32, 48), "animeganv2_dynamo": (32, 48), "rrdb_x4": (16, 24),
+              "realcugan_unet": (32, 24), "ugatit_full": (24, 24)}
+# Measured at avx512_bf16 (calibrated on one crop of the sample, judged on another; at int8 a
+# level without VNNI has half the activation levels): these fall short of the
+# guard at that precision, so "auto" must not run them at it. Random-weight networks with
+# instance norms amplify the rounding; the figures are in the xfail reasons.
+BELOW_GUARD = {("ugatit_full", "bf16"): 41.3, ("cyclegan_resnet", "int8"): 38.1,
+               ("ugatit_light", "int8"): 35.7, ("animeganv2", "int8"): 25.9,
+               ("animeganv2_dynamo", "int8"): 31.6, ("ugatit_full", "int8"): 27.4}
+
+
+def sample_crop(h, w, seed):
+    """The bundled sample, a different crop per seed, shrunk to h x w, as the model's input."""
+    img = cv2.imread(str(SAMPLE), cv2.IMREAD_COLOR)
+    crop = img[37 * seed:37 * seed + 4 * h, 50:50 + 4 * w]
+    small = cv2.resize(crop, (w, h), interpolation=cv2.INTER_AREA)
+    return np.ascontiguousarray((small[:, :, ::-1].transpose(2, 0, 1)[None] / 127.5 - 1)
+                                .astype(np.float32))
+
+
+def generator(name):
+    path = Path(__file__).resolve().parent / "fixtures" / "generators" / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nodes placed on onnxruntime
+        return NativeExecutor(str(path))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_generator_families_keep_the_guard(name, precision, request):
+    if precision not in prec.runnable():
+        pytest.skip(f"{precision} does not run at {cpu.isa()}")
+    if (name, precision) in BELOW_GUARD:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            f"measured {BELOW_GUARD[name, precision]} dB < {GUARD_PSNR_DB[precision]} dB")))
+    h, w = GENERATORS[name]
+    ex = generator(name)
+    calib, x = sample_crop(h, w, 1), sample_crop(h, w, 2)
+    want = ex.run(x).copy()
+    ex.set_precision(precision, prec.calibrate_ranges(ex, [calib]))
+    assert prec.psnr(ex.run(x), want) >= GUARD_PSNR_DB[precision]
+
+
+@pytest.mark.parametrize("name", ["animeganv2", "ugatit_full", "rrdb_x4"])
+def test_auto_on_generator_families_keeps_the_guard(name):
+    """Where a precision fails the guard on the calibration pictures auto does not take it."""
+    h, w = GENERATORS[name]
+    ex = generator(name)
+    pics = [sample_crop(h, w, 1), sample_crop(h, w, 2)]
+    c = ex.calibrate(pics)
+    for p, db in c["psnr"].items():
+        if db < GUARD_PSNR_DB[p]:
+            assert c["precision"] != p, c
+    assert ex.precision == c["precision"]
