@@ -53,6 +53,8 @@ if IS_X86_64:
     ISA_FLAGS["avx2"] = ["-mavx2", "-mfma", "-mf16c"]
     ISA_FLAGS["avx512"] = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
                            "-mavx2", "-mfma", "-mf16c", "-mprefer-vector-width=512"]
+    # the dot products of conv2d_lowp (vdpbf16ps, vpdpbusd); the other ops' AVX-512 bodies
+    ISA_FLAGS["avx512_bf16"] = ISA_FLAGS["avx512"] + ["-mavx512bf16", "-mavx512vnni"]
 
 
 def _listed_kernels():

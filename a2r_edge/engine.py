@@ -17,6 +17,7 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable, Iterable, Iterator
 
@@ -36,6 +37,7 @@ from .runtime.scheduler import make_plan
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
 _DEPTH = 2
+log = logging.getLogger("a2r_edge")
 # Frames in flight in a stream (each holds one slot of buffers, 7.75 MiB at 512^2): one per
 # stage is all the overlap three stages can use; more would only sit in queues.
 _IN_FLIGHT = 3
@@ -62,11 +64,19 @@ class Engine:
     finishing pictures overlap.
     Plans: ``plan`` (the lowest latency) runs single pictures, ``stream_plan`` (the most frames
     per second) runs convert_batch and stream; on a CPU-only machine they agree.
+    precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto":
+    per stage the fastest precision whose output keeps the quality guard against fp32 on the
+    calibration pictures (model/precision.py). int8 ranges and auto's choices are measured on
+    ``calibration`` (uint8 BGR pictures; default: the bundled sample) at construction and kept
+    in the cache folder for this model and machine. ``precisions`` and plan.describe() say what
+    each stage runs at and why. A precision this machine or backend cannot run falls back to
+    fp32 with one warning (strict=True: ValueError); an unknown one is a ValueError. (Tiled
+    conversion's whole-picture-statistics variants of a stage run at fp32.)
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
                  tile: int | None = None, cache_mb: int | None = None, roi=None,
-                 strict: bool = False):
+                 strict: bool = False, precision: str = "fp32", calibration=None):
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self.strict = strict
@@ -105,6 +115,7 @@ class Engine:
         self._bpp: float | None = None
         self._pipe: Pipeline | None = None  # the last stream's pipeline (latency())
         self._metrics = None  # the last stream's StreamMetrics (GPU fallbacks are counted there)
+        self.precisions = self._set_precision(precision, calibration)
 
     def _backend_for_custom_ops(self, backend, unsupported: dict) -> str | None:
         """A stage with a node onnxruntime has no kernel for (the a2r AdaIN stage as one node,
@@ -348,10 +359,50 @@ class Engine:
 
     # --- settings ----------------------------------------------------------------------------------
 
+    def _set_precision(self, precision, calibration) -> dict:
+        """Put the native stages at ``precision`` (see the class); returns {stage: entry of
+        model.precision.plan_stages} and notes each choice in the plans' descriptions."""
+        from .model import precision as prec
+        precision = prec.resolve(precision, self.strict)
+        executors = self._stage_runners.executors
+        if precision != "fp32" and not executors:
+            msg = f"precision {precision!r} needs the native backend; no stage runs on it"
+            if self.strict:
+                raise ValueError(msg + " (strict=True refuses the fp32 fallback)")
+            log.warning("%s: running fp32", msg)
+            precision = "fp32"
+        if precision == "fp32":
+            return {}
+        pictures = [as_picture(p, "calibration picture") for p in
+                    (calibration if calibration is not None else prec.calibration_pictures())]
+        order = [s.name for s in self.model.stages if s.name in executors]
+        inputs: dict[str, list] = {name: [] for name in order}
+        runners = self._forward.runners  # the single-picture plan's, by stage
+        saved, cache, self._cache = dict(runners), self._cache, None  # nothing cached meanwhile
+        try:
+            for name in order:  # record each stage's inputs on the pictures at fp32
+                runners[name] = (lambda x, name=name, run=saved[name]:
+                                 inputs[name].append(x.copy()) or run(x))
+            for p in pictures:
+                self.convert(p)
+            runners.update(saved)
+            stored_at = prec.store_path(model_digest(self.model.stages))
+            chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
+                                      lambda: [self.convert(p) for p in pictures], precision,
+                                      prec.load(stored_at, precision))
+            prec.store(stored_at, precision, chosen)
+        finally:
+            runners.update(saved)
+            self._cache = cache
+        self.plan = self.plan.with_precisions(chosen)
+        self.stream_plan = self.stream_plan.with_precisions(chosen)
+        return chosen
+
     def _cache_key(self, img: np.ndarray, stats, tile) -> bytes | None:
         if self._cache is None:
             return None
         if self._model_id is None:
             self._model_id = model_key(model_digest(self.model.stages), self.model,
-                                       self.plan.placements)
+                                       (self.plan.placements, {k: v["precision"] for k, v
+                                                               in self.precisions.items()}))
         return picture_key(self._model_id, img, stats, tile)

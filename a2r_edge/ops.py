@@ -276,6 +276,11 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
     return out
 
 
+# Arithmetic of a convolution's multiplies (the epilogue and the output are float32 in all):
+# fp32; bf16 (inputs rounded to bf16, fp32 sums); int8 (per-output-channel weight scales, u8
+# activations over a calibrated range, int32 sums). cpu_ops/src/conv2d_lowp/kernel.c.
+PRECISIONS = ("fp32", "bf16", "int8")
+_PRECISION_CODES = {"bf16": 1, "int8": 2}
 _conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept)
 
 
@@ -290,14 +295,27 @@ class Conv2d:
     activation (a ResNet skip). The scratch buffer is kept and reused across calls; one instance
     must not be called from two threads at once.
 
+    precision: 'fp32' (default), 'bf16' or 'int8' (see PRECISIONS; every ISA level runs all
+    three, the dot-product units making bf16/int8 faster where the CPU has them).
+    act_range: int8 only, the (lo, hi) range of x found by calibration; values outside are
+    clamped. None: each call quantises over its own x.min(), x.max() (one more pass over x).
+
     >>> conv = Conv2d(np.ones((8, 3, 3, 3), np.float32), pad=1, activation="relu")
     >>> conv(np.ones((1, 3, 16, 16), np.float32)).shape
     (1, 8, 16, 16)
     """
 
     def __init__(self, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None, *,
-                 alpha=0.01):
+                 alpha=0.01, precision="fp32", act_range=None):
         w = _array(w, "w", np.float32, (4,), "(O, C/groups, kh, kw)")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        self.precision = precision
+        self.act_range = None
+        if act_range is not None:
+            if precision != "int8":
+                raise ValueError(f"act_range applies to precision='int8' only, not {precision!r}")
+            self.act_range = _act_range(act_range)
         self.groups = _int(groups, "groups", 1)
         self.stride, self.pad = _pair(stride, "stride", 1), _pair(pad, "pad", 0)
         self.dilation = _pair(dilation, "dilation", 1)
@@ -348,6 +366,8 @@ class Conv2d:
         out = _out(out, (n, o, oh, ow), np.float32, x,
                    *([residual] if residual is not None else []))
         shape = self._shape(x.shape)
+        if self.precision != "fp32":
+            return self._call_lowp(shape, x, residual, out)
         level = _kernels.get_isa()
         packed = self._packed.get(level)
         if packed is None:
@@ -369,19 +389,58 @@ class Conv2d:
                         ACT_CODES[self.activation], self.alpha, workspace, out.reshape(-1))
         return out
 
+    def _call_lowp(self, shape, x, residual, out):
+        code = _PRECISION_CODES[self.precision]
+        level = _kernels.get_isa()
+        packed = self._packed.get(level)
+        if packed is None:
+            packed = np.empty(_kernels.conv2d_lowp_packed_size(shape, code), np.uint8)
+            _kernels.conv2d_lowp_pack(shape, code, self.w.reshape(-1), packed)
+            self._packed[level] = packed
+        lo, hi = 0.0, 0.0
+        if self.precision == "int8":
+            if self.act_range is not None:
+                lo, hi = self.act_range
+            else:
+                lo, hi = float(x.min()), float(x.max())
+                if not (math.isfinite(lo) and math.isfinite(hi)):
+                    raise ValueError("x must be finite for int8 without act_range (its range "
+                                     f"sets the quantisation), got min {lo}, max {hi}")
+        need = _kernels.conv2d_lowp_workspace_size(shape, code)
+        workspace = getattr(_conv_scratch, "lowp", None)
+        if workspace is None or workspace.size < need:
+            workspace = _conv_scratch.lowp = None
+            workspace = _conv_scratch.lowp = np.empty(need, np.uint8)
+        _kernels.conv2d_lowp(shape, code, x.reshape(-1), packed, lo, hi, self.b,
+                             None if residual is None else residual.reshape(-1),
+                             ACT_CODES[self.activation], self.alpha, workspace, out.reshape(-1))
+        return out
+
+
+def _act_range(r) -> tuple[float, float]:
+    """(lo, hi) finite floats with lo <= hi, from a calibrated int8 activation range."""
+    try:
+        lo, hi = (float(v) for v in r)
+    except (TypeError, ValueError):
+        raise ValueError(f"act_range must be a (lo, hi) pair of numbers, got {r!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"act_range must be finite with lo <= hi, got {r!r}")
+    return lo, hi
+
 
 def conv2d(x, w, b=None, stride=1, pad=0, dilation=1, groups=1, activation=None, *,
-           alpha=0.01, residual=None, out=None):
+           alpha=0.01, residual=None, out=None, precision="fp32", act_range=None):
     """2-D convolution of float32 (N, C, H, W) by w (O, C/groups, kh, kw), zero padding, with the
     epilogue fused: ``y = activation(conv(x, w) + b + residual)``. One-shot ``Conv2d``: to run
     the same weights many times, build a ``Conv2d`` once (it packs the weights once).
 
     stride, pad, dilation: an int or an (h, w) pair. activation: None, 'relu', 'leaky_relu'
     (negative slope ``alpha``) or 'silu'. residual: float32 (N, O, OH, OW) added before the
-    activation (a ResNet skip). Returns float32 (N, O, OH, OW).
+    activation (a ResNet skip). precision, act_range: as Conv2d. Returns float32 (N, O, OH, OW).
     """
     x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
-    conv = Conv2d(w, b, stride, pad, dilation, groups, activation, alpha=alpha)
+    conv = Conv2d(w, b, stride, pad, dilation, groups, activation, alpha=alpha,
+                  precision=precision, act_range=act_range)
     if x.shape[1] % conv.groups:
         raise ValueError(f"groups={conv.groups} must divide x's channels ({x.shape[1]})")
     return conv(x, residual=residual, out=out)

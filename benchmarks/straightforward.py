@@ -1,12 +1,53 @@
 """The straightforward peer of the Engine: what a user would write with numpy, OpenCV and
-onnxruntime for the same model package, one picture at a time: the package oracle
+onnxruntime (or OpenVINO) for the same model package, one picture at a time: the package oracle
 (a2r_edge/model/reference.py ``PackageReference``: one onnxruntime session per ONNX stage, numpy
 pre/post-processing and AdaIN) with OpenCV's cv2.ximgproc guided filter. Benchmarks compare
 against it."""
+import os
+from types import SimpleNamespace
+
 from a2r_edge.model.reference import PackageReference
 
 
-def converter(model, threads: int):
-    """A function BGR uint8 (H, W, 3) -> BGR uint8 for the package folder ``model``."""
+class _OpenVinoSession:
+    """The part of onnxruntime's session PackageReference uses (get_inputs, run) over an OpenVINO
+    model compiled for the CPU at its default precision (bf16 where the CPU has AVX512_BF16)."""
+
+    def __init__(self, path, threads: int):
+        import openvino as ov
+        self._compiled = ov.Core().compile_model(str(path), "CPU",
+                                                 {"INFERENCE_NUM_THREADS": threads})
+        self._request = self._compiled.create_infer_request()
+        self._name = self._compiled.input(0).any_name
+
+    def get_inputs(self):
+        return [SimpleNamespace(name=self._name)]
+
+    def run(self, outputs, feeds):
+        return [self._request.infer([feeds[self._name]])[self._compiled.output(0)]]
+
+
+def stage_runner(path, threads: int, runtime: str = "onnxruntime"):
+    """A function float32 NCHW -> float32 NCHW running one ONNX file on ``runtime``
+    ("onnxruntime": fp32; "openvino": its default precision)."""
+    if runtime == "openvino":
+        sess = _OpenVinoSession(path, threads)
+    else:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return lambda x: sess.run(None, {name: x})[0]
+
+
+def converter(model, threads: int, runtime: str = "onnxruntime"):
+    """A function BGR uint8 (H, W, 3) -> BGR uint8 for the package folder ``model``; runtime: of
+    the ONNX stages, "onnxruntime" or "openvino"."""
     import cv2
-    return PackageReference(str(model), threads, guided_filter=cv2.ximgproc.guidedFilter).convert
+    ref = PackageReference(str(model), threads, guided_filter=cv2.ximgproc.guidedFilter)
+    if runtime == "openvino":
+        for st in ref.stages:
+            if st["kind"] == "onnx":
+                st["session"] = _OpenVinoSession(os.path.join(str(model), st["file"]), threads)
+    return ref.convert

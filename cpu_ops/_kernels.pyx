@@ -47,6 +47,16 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed,
                     const float *bias, const float *residual, int activation, float alpha,
                     float *workspace, int64_t workspace_floats, float *y) noexcept
+    int64_t a2r_conv2d_lowp_packed_size(const a2r_conv2d_shape *s, int precision) noexcept
+    void a2r_conv2d_lowp_pack(const a2r_conv2d_shape *s, int precision, const float *w,
+                              void *packed) noexcept
+    int64_t a2r_conv2d_lowp_workspace_size(const a2r_conv2d_shape *s, int precision) noexcept
+    void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const float *x,
+                         const void *packed, const float *x_range, const float *bias,
+                         const float *residual, int activation, float alpha, void *workspace,
+                         int64_t workspace_bytes, float *y) noexcept
+    int a2r_conv2d_lowp_u8_levels() noexcept
+    double a2r_lowp_peak(int precision, int64_t iters, float *sink) noexcept
     double a2r_fma_peak(int64_t iters, float *sink) noexcept
     int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
                           int64_t h, int64_t w, int64_t r, float eps, float detail,
@@ -188,6 +198,58 @@ def conv2d(tuple shape, const float[::1] x, const float[::1] packed, const float
     with nogil:
         a2r_conv2d(&s, &x[0], &packed[0], b, r, activation, alpha, &workspace[0],
                    workspace.shape[0], &y[0])
+
+
+def conv2d_lowp_packed_size(tuple shape, int precision):
+    """Bytes of packed weights at the active ISA level (precision: 1 bf16, 2 int8)."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    return a2r_conv2d_lowp_packed_size(&s, precision)
+
+
+def conv2d_lowp_pack(tuple shape, int precision, const float[::1] w, uint8_t[::1] packed):
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    with nogil:
+        a2r_conv2d_lowp_pack(&s, precision, &w[0], &packed[0])
+
+
+def conv2d_lowp_workspace_size(tuple shape, int precision):
+    """Bytes of scratch at the active ISA level and thread count."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    return a2r_conv2d_lowp_workspace_size(&s, precision)
+
+
+def conv2d_lowp(tuple shape, int precision, const float[::1] x, const uint8_t[::1] packed,
+                float lo, float hi, const float[::1] bias, const float[::1] residual,
+                int activation, float alpha, uint8_t[::1] workspace, float[::1] y):
+    """bias, residual: None when absent; lo, hi: the int8 activation range (ignored by bf16)."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    cdef float x_range[2]
+    cdef const float *b = NULL
+    cdef const float *r = NULL
+    x_range[0] = lo
+    x_range[1] = hi
+    if bias is not None:
+        b = &bias[0]
+    if residual is not None:
+        r = &residual[0]
+    with nogil:
+        a2r_conv2d_lowp(&s, precision, &x[0], &packed[0], x_range, b, r, activation, alpha,
+                        &workspace[0], workspace.shape[0], &y[0])
+
+
+def conv2d_lowp_u8_levels():
+    """Activation levels of the active int8 variant (255 or 127)."""
+    return a2r_conv2d_lowp_u8_levels()
+
+
+def lowp_peak(int precision, int64_t iters):
+    """Run conv2d_lowp's roofline loop (1 bf16, 2 int8) on the current thread count; returns
+    the operations done (2 per multiply-add)."""
+    cdef float sink = 0
+    cdef double ops
+    with nogil:
+        ops = a2r_lowp_peak(precision, iters, &sink)
+    return ops
 
 
 def fma_peak(int64_t iters):

@@ -33,7 +33,9 @@ import tempfile
 import numpy as np
 
 from ..runtime import measure
-from ..runtime.measure import StageChain, bench_model, copy_bandwidth, fma_peak, median_time
+from ..runtime.measure import (StageChain, bench_model, copy_bandwidth, fma_peak, lowp_peak,
+                               median_time)
+from .convert import PRECISION_CHOICES
 
 SCHEMA = "a2r_edge.profile/1"
 CANONICAL_SIZES = (256, 512, 1024)
@@ -175,8 +177,9 @@ class Progress:
 
 
 def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
-              progress: bool = True) -> dict:
-    """Measure and return the profile dict (profiles/schema.json)."""
+              progress: bool = True, precision: str = "fp32") -> dict:
+    """Measure and return the profile dict (profiles/schema.json). precision: of the native
+    stages' convolutions ("auto": each stage chooses on its first run, model/precision.py)."""
     import a2r_edge
     from ..runtime import cpu, scheduler, system
 
@@ -189,18 +192,20 @@ def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
     try:
         model, which = bench_model(tmp.name)
         notes.append(f"model: {which}")
+        if precision != "fp32":
+            notes.append(f"native stages' convolutions at precision {precision}")
         try:  # other work on the machine slows every figure: say how busy it was
             notes.append(f"load average at start: {os.getloadavg()[0]:.2f} "
                          f"({os.cpu_count()} CPUs)")
         except OSError:
             pass
         with cpu.using_threads(threads):
-            chain = StageChain(model.stages, threads)
+            chain = StageChain(model.stages, threads, precision)
             cases = op_cases(quick, threads)
             n_stage_steps = sum(len(chain.backends_of(s.name)) for s in model.stages)
-            prog = Progress(2 * threads + len(cases) + n_stage_steps * len(sizes), progress)
+            prog = Progress(4 * threads + len(cases) + n_stage_steps * len(sizes), progress)
 
-            roofline = {"copy_gbps": {}, "fma_gflops": {}}
+            roofline = {"copy_gbps": {}, "fma_gflops": {}, "bf16_gops": {}, "int8_gops": {}}
             for n in range(1, threads + 1):
                 prog(f"copy bandwidth {n} thread(s)")
                 roofline["copy_gbps"][str(n)] = copy_bandwidth(
@@ -208,6 +213,10 @@ def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
                 prog(f"FMA peak {n} thread(s)")
                 roofline["fma_gflops"][str(n)] = fma_peak(
                     n, 500_000 if quick else 2_000_000, budget) / 1e9
+                for p in ("bf16", "int8"):
+                    prog(f"{p} peak {n} thread(s)")
+                    roofline[f"{p}_gops"][str(n)] = lowp_peak(
+                        p, n, 500_000 if quick else 2_000_000, budget) / 1e9
             peak = roofline["fma_gflops"][str(threads)] * 1e9
 
             op_rows = []
@@ -276,8 +285,11 @@ def format_table(profile: dict) -> str:
                  f"{m.get('physical_cores')} physical cores")
     lines.append("\nreference rates (measured here, now: what the ops are compared with)")
     for n, gbps in profile["roofline"]["copy_gbps"].items():
+        r = profile["roofline"]
         lines.append(f"  {n} thread(s): copy {gbps:7.1f} GB/s   FMA peak "
-                     f"{profile['roofline']['fma_gflops'][n]:7.1f} GFLOP/s")
+                     f"{r['fma_gflops'][n]:7.1f} GFLOP/s"
+                     + (f"   bf16 {r['bf16_gops'][n]:7.1f}   int8 {r['int8_gops'][n]:7.1f} Gop/s"
+                        if n in r.get("bf16_gops", {}) else ""))
     lines.append("\nops (vs ref: the op's rate as a share of a numpy copy of the same footprint "
                  "(copy) or of the native FMA loop (FMA), both measured beside it. References, "
                  "not ceilings: a read-mostly op or a quieter moment can pass 100%. ratio = peer "
@@ -343,11 +355,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"stage sizes (default {' '.join(map(str, CANONICAL_SIZES))}; "
                              f"--quick: 256)")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
+                        help="convolution precision of the native stages timed (auto: each "
+                             "stage's fastest keeping the quality guard, chosen on its first "
+                             "run); the roofline lists fp32, bf16 and int8 either way")
     args = parser.parse_args(argv)
     from ..runtime import system
     try:
         profile = run_bench(quick=args.quick, threads=args.threads, sizes=args.sizes,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, precision=args.precision)
     except (ValueError, OSError, ImportError) as exc:
         sys.stderr.write(f"python -m a2r_edge.bench: error: {exc}\n")
         return 2

@@ -26,6 +26,9 @@ from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finis
                           write_bytes)
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+# model.precision.CHOICES, spelled out: importing it here would load the native kernels before
+# the settings' errors can be reported (tests/test_precision.py checks that the two agree)
+PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 
 
 def add_parser(sub) -> None:
@@ -40,6 +43,10 @@ def add_parser(sub) -> None:
                    help="output file (one input file) or folder (created if missing)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
                    help="where to run (default: auto = the plan's choice)")
+    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
+                   help="convolution precision of the native stages: fp32 (default), bf16, "
+                        "int8, or auto (per stage the fastest that keeps the quality guard "
+                        "against fp32)")
     p.add_argument("--model", metavar="PATH",
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")
@@ -266,7 +273,7 @@ def convert_here(args: argparse.Namespace, files: list[Path],
     from ..engine import Engine
 
     engine = Engine(model_with_conventions(args), device=args.device, roi=args.roi,
-                    strict=args.strict)
+                    strict=args.strict, precision=args.precision)
     style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
 
     background = getattr(args, "background", None)

@@ -103,7 +103,7 @@ class _Converter:
     an Engine that cannot be built on this node fails each picture sent here, saying why."""
 
     def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool,
-                 style_colour: float | None = None):
+                 style_colour: float | None = None, precision: str = "fp32"):
         from ..engine import Engine
         self.style, self.style_colour, self.sbs, self.broken = style, style_colour, sbs, None
         # Kept for the actor's life: the Engine's result cache keys hash the model files.
@@ -113,7 +113,7 @@ class _Converter:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(content)
         try:
-            self.engine = Engine(str(root / entry), device=device, roi=roi)
+            self.engine = Engine(str(root / entry), device=device, roi=roi, precision=precision)
         except picture_io.CONVERT_ERRORS as exc:
             self.broken = f"no Engine on {socket.gethostname()}: {type(exc).__name__}: {exc}"
 
@@ -224,7 +224,8 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
                 fn_constructor_kwargs={"files": model, "entry": entry, "device": args.device,
                                        "roi": args.roi, "style": style,
                                        "sbs": args.side_by_side,
-                                       "style_colour": args.style_colour},
+                                       "style_colour": args.style_colour,
+                                       "precision": getattr(args, "precision", "fp32")},
                 # One actor per node (Ray Data spreads actors over the nodes); the Engine
                 # sizes its threads from the node, the CPU asked for only places the actor.
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1)

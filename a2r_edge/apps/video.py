@@ -38,7 +38,7 @@ from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
 from . import one_line_warnings
-from .convert import check_style_options, style_colour
+from .convert import PRECISION_CHOICES, check_style_options, style_colour
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
 
@@ -275,6 +275,10 @@ def parser() -> argparse.ArgumentParser:
                    help="convert at this size (the camera is asked for it; output keeps the "
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
+    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
+                   help="convolution precision of the native stages: fp32 (default), bf16, "
+                        "int8, or auto (per stage the fastest that keeps the quality guard "
+                        "against fp32)")
     p.add_argument("--style", metavar="REF_PHOTO",
                    help="a reference photo: each frame's colours move towards its colours "
                         "(--style-colour), and its statistics steer the AdaIN stage (as "
@@ -398,7 +402,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) or None
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
-    engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth))
+    engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth),
+                    precision=args.precision)
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     style = None
     if args.style:

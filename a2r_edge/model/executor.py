@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
 from .. import _kernels
 from . import arena, ops
 from . import fit as fitting
+from . import precision as _precision
 from .graph import Graph, Node, build_graph, fuse, load_model
 from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
@@ -46,12 +48,33 @@ def _reference_step(nd, graph: Graph, view):
 
 # --- the plan -----------------------------------------------------------------------------------
 
+class _ConvMode:
+    """How a plan's convolutions run: one precision for all, the int8 activation range of each
+    Conv node (missing: ranged per call), and ``probe``, a dict collecting the fp32 ranges.
+    Applied as Conv node attributes (ops/conv.py reads them)."""
+
+    def __init__(self, precision: str = "fp32", act_ranges: dict | None = None,
+                 probe: dict | None = None):
+        self.precision, self.act_ranges, self.probe = precision, act_ranges or {}, probe
+
+    def annotate(self, node) -> None:
+        if self.probe is not None:
+            node.attrs["probe"] = self.probe
+        elif self.precision != "fp32":
+            node.attrs["precision"] = self.precision
+            if self.precision == "int8":
+                node.attrs["act_range"] = self.act_ranges.get(node.name)
+
+
 class _Plan:
     """Everything one input shape needs: fused nodes, buffer offsets, arena, bound closures."""
 
     def __init__(self, graph: Graph, input_shapes: dict[str, tuple], memory: arena.SharedArena,
-                 user, strict: bool = False, foreign: dict | None = None):
+                 user, strict: bool = False, foreign: dict | None = None,
+                 conv_mode: _ConvMode | None = None):
         self.input_shapes = input_shapes
+        conv_mode = conv_mode or _ConvMode()
+        self.precision = conv_mode.precision
         # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
         self.rewrites = rewrite(sp)
@@ -200,6 +223,8 @@ class _Plan:
             if i in by_reference:
                 step = _reference_step(nd, graph, view)
             else:
+                if nd.op == "Conv":
+                    conv_mode.annotate(nd)
                 step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
@@ -207,7 +232,8 @@ class _Plan:
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
 
     def describe(self) -> str:
-        lines = [f"plan for inputs {self.input_shapes}: {len(self.nodes)} fused nodes, "
+        lines = [f"plan for inputs {self.input_shapes}, convolutions at {self.precision}: "
+                 f"{len(self.nodes)} fused nodes, "
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
                  f"{self.inplace} in place, {self.aliased} written into concat slices",
@@ -279,12 +305,20 @@ class NativeExecutor:
     the native side cannot run instead of running it on onnxruntime inside the plan. fit: how
     run() takes a picture of another size than a model exported with a fixed H x W declares,
     "resize" or "tile" (``fit.py``).
+    precision: of the convolutions, "fp32" (default), "bf16", "int8" or "auto" (precision.py):
+    "auto" chooses on the first run's input (or in ``calibrate(inputs)``) the fastest precision
+    whose output passes the quality guard against fp32; ``choice`` then says what it chose and
+    why. act_ranges: {Conv node: (lo, hi)} for int8 (precision.calibrate_ranges; nodes missing
+    are ranged per call). A precision this CPU cannot run falls back to fp32 with one warning
+    (strict=True: ValueError instead). An unknown precision is a ValueError.
     """
 
     def __init__(self, model, memory: arena.SharedArena | None = None, *,
-                 strict: bool = False, fit: str = "resize"):
+                 strict: bool = False, fit: str = "resize", precision: str = "fp32",
+                 act_ranges: dict | None = None):
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        precision = _precision.resolve(precision, strict)
         if fit not in fitting.MODES:
             raise ValueError(f"fit must be one of {fitting.MODES}, got {fit!r}")
         self.strict, self.fit = strict, fit
@@ -299,6 +333,49 @@ class NativeExecutor:
         # the last plan's input shapes and (arena, outputs) sizes: they outlive drop_plans()
         self._last_shapes: dict | None = None
         self._last_floats = (0, 0)
+        self._mode = _ConvMode("fp32" if precision == "auto" else precision, act_ranges)
+        self._auto = precision == "auto"
+        self.choice: dict | None = None  # what "auto" / calibrate() chose and why
+
+    @property
+    def precision(self) -> str:
+        """The precision the convolutions run at ("auto" until the first run chooses)."""
+        return "auto" if self._auto else self._mode.precision
+
+    @property
+    def act_ranges(self) -> dict:
+        """{Conv node: (lo, hi)}: the int8 activation ranges in use."""
+        return dict(self._mode.act_ranges)
+
+    def set_precision(self, precision: str, act_ranges: dict | None = None) -> None:
+        """Run the convolutions at ``precision`` (fp32, bf16, int8) from the next run on;
+        act_ranges: as at construction (None: keep the current ones)."""
+        if _precision.check(precision) == "auto":
+            raise ValueError("set_precision takes fp32, bf16 or int8; 'auto' chooses with "
+                             "calibrate(inputs)")
+        self._auto = False
+        self._mode = _ConvMode(precision, self._mode.act_ranges if act_ranges is None
+                               else act_ranges)
+        self.drop_plans()
+
+    def calibrate(self, inputs) -> dict:
+        """Choose the precision on ``inputs`` (float32 arrays of the model's one input) as
+        "auto" does, and keep it; returns the choice (precision.choose)."""
+        self._auto = False
+        self.choice = _precision.choose(self, inputs)
+        return self.choice
+
+    @contextmanager
+    def probing(self, ranges: dict):
+        """Runs inside are at fp32 and record each convolution's input range into ``ranges``."""
+        saved = self._mode
+        self._mode = _ConvMode(probe=ranges)
+        self.drop_plans()
+        try:
+            yield self
+        finally:
+            self._mode = saved
+            self.drop_plans()
 
     def plan_for(self, shapes: dict[str, tuple]) -> _Plan:
         key = tuple(shapes[name] for name in self.input_names)
@@ -321,7 +398,8 @@ class NativeExecutor:
         foreign: dict[str, str] = {}
         while True:
             try:
-                p = _Plan(self.graph, shapes, self.memory, self, self.strict, foreign)
+                p = _Plan(self.graph, shapes, self.memory, self, self.strict, foreign,
+                          self._mode)
                 break
             except UnsupportedOpError as exc:
                 if self.strict or exc.node_name in foreign or not any(
@@ -354,6 +432,11 @@ class NativeExecutor:
             if not isinstance(v, np.ndarray) or v.dtype != want:
                 raise TypeError(f"input {name!r} must be a {want} numpy.ndarray, got "
                                 f"{getattr(v, 'dtype', type(v).__name__)}")
+        if self._auto:
+            if len(self.input_names) != 1:
+                raise ValueError("precision='auto' chooses on the run of a single-input model; "
+                                 "use set_precision() for this one")
+            self.calibrate([np.array(feeds[self.input_names[0]], copy=True)])
         p = self.plan_for({name: feeds[name].shape for name in self.input_names})
         for name, buf in p.inputs.items():
             np.copyto(buf, feeds[name])
@@ -395,4 +478,7 @@ class NativeExecutor:
             return self.plan_for({self.input_names[0]: shape}).describe()
         if self._last_shapes is None:
             return "no plan yet: run() once or pass x_shape"
-        return (self._last or self.plan_for(self._last_shapes)).describe()
+        text = (self._last or self.plan_for(self._last_shapes)).describe()
+        if self.choice is not None:
+            text += f"\nprecision {self.choice['precision']} (auto): {self.choice['reason']}"
+        return text

@@ -75,6 +75,19 @@ def fma_peak(threads: int, iters: int = 2_000_000, budget_s: float = 1.0) -> flo
         return flops / median_time(lambda: _kernels.fma_peak(iters), budget_s=budget_s)
 
 
+def lowp_peak(precision: str, threads: int, iters: int = 2_000_000,
+              budget_s: float = 1.0) -> float:
+    """Multiply-add throughput in op/s (2 per multiply-add) of conv2d_lowp's micro-kernel at
+    "bf16" or "int8" on operands in L1, at ``threads`` threads and the active ISA level: the
+    roofline ceiling of that precision, as fma_peak is fp32's."""
+    from .. import _kernels
+    from . import cpu
+    code = {"bf16": 1, "int8": 2}[precision]
+    with cpu.using_threads(threads):
+        ops = _kernels.lowp_peak(code, iters)
+        return ops / median_time(lambda: _kernels.lowp_peak(code, iters), budget_s=budget_s)
+
+
 # --- model stages -----------------------------------------------------------------------------
 
 def tiny_package(folder: Path, features: int = 8, seed: int = 0) -> Path:
@@ -148,14 +161,14 @@ class StageChain:
     runners[(stage, backend)](x, picture) -> y; ``unsupported``: {stage: why native cannot}.
     """
 
-    def __init__(self, stages, threads: int):
+    def __init__(self, stages, threads: int, precision: str = "fp32"):
         from ..model.package import load_stats
         from ..picture import stages as run_stage
         from .runners import StageRunners
 
         self.stages = tuple(stages)
         self.runners = {}
-        onnx = StageRunners(self.stages)  # the runner objects conversion uses
+        onnx = StageRunners(self.stages, precision=precision)  # the runners conversion uses
         self.unsupported = dict(onnx.unsupported)
         for s in self.stages:
             p = s.params

@@ -26,9 +26,11 @@ class StageRunners:
     ``unsupported`` {stage: why}. The native executors share one arena: stages run one after
     another. onnxruntime sessions are made on first use, with the thread count of that use.
     strict: a stage with a node the native executor cannot run raises UnsupportedOpError instead
-    of running that node (or the stage) on onnxruntime."""
+    of running that node (or the stage) on onnxruntime. precision: of the native executors'
+    convolutions (NativeExecutor's; the Engine sets it after calibrating instead)."""
 
-    def __init__(self, stages, *, native: bool = True, strict: bool = False):
+    def __init__(self, stages, *, native: bool = True, strict: bool = False,
+                 precision: str = "fp32"):
         self.stages = tuple(s for s in stages if s.kind == "onnx")
         self.arena = SharedArena()
         self.executors: dict[str, NativeExecutor] = {}
@@ -40,7 +42,7 @@ class StageRunners:
         for stage in self.stages if native else ():
             try:
                 self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena,
-                                                            strict=strict)
+                                                            strict=strict, precision=precision)
             except UnsupportedOpError as exc:
                 if strict:
                     raise

@@ -186,6 +186,13 @@ class Plan:
     costs_source: str = "none"
     why: str = ""                # why this placement beat the others
     unavailable: tuple[str, ...] = ()  # backends that could not be used, with the reason
+    # (stage, precision, why) of the native stages' convolutions (Engine(precision=...))
+    precisions: tuple[tuple[str, str, str], ...] = ()
+
+    def with_precisions(self, chosen: dict) -> "Plan":
+        """This plan noting {stage: {"precision", "reason", ...}} (model/precision.py)."""
+        return dataclasses.replace(self, precisions=tuple(
+            (stage, e["precision"], e["reason"]) for stage, e in chosen.items()))
 
     def backend_of(self, stage: str) -> str:
         return next(p.backend for p in self.placements if p.stage == stage)
@@ -213,6 +220,8 @@ class Plan:
             lines.append(f"  why: {self.why}")
         for p in self.placements:
             lines.append(f"  {p.stage:<12} {p.device}/{p.backend:<16} {p.reason}")
+        for stage, precision, why in self.precisions:
+            lines.append(f"  {stage:<12} convolutions at {precision}: {why}")
         for u in self.unavailable:
             lines.append(f"  unavailable: {u}")
         return "\n".join(lines)

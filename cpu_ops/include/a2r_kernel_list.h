@@ -32,7 +32,8 @@
 #define A2R_ISA_LEVELS(L, a)                                                                    \
     L(a, baseline, A2R_ISA_BASELINE)                                                            \
     L(a, avx2, A2R_ISA_AVX2)                                                                    \
-    L(a, avx512, A2R_ISA_AVX512)
+    L(a, avx512, A2R_ISA_AVX512)                                                                \
+    L(a, avx512_bf16, A2R_ISA_AVX512_BF16)
 #else
 #define A2R_ISA_LEVELS(L, a) L(a, baseline, A2R_ISA_BASELINE)
 #endif
@@ -87,6 +88,24 @@
        int64_t workspace_floats, float *y),                                                     \
       (s, x, packed, bias, residual, activation, alpha, workspace, workspace_floats, y))
 
+#define A2R_OPS_conv2d_lowp(K, a)                                                               \
+    K(a, int64_t, a2r_conv2d_lowp_packed_size, (const a2r_conv2d_shape *s, int precision),      \
+      (s, precision))                                                                           \
+    K(a, void, a2r_conv2d_lowp_pack,                                                            \
+      (const a2r_conv2d_shape *s, int precision, const float *w, void *packed),                 \
+      (s, precision, w, packed))                                                                \
+    K(a, int64_t, a2r_conv2d_lowp_workspace_size, (const a2r_conv2d_shape *s, int precision),   \
+      (s, precision))                                                                           \
+    K(a, void, a2r_conv2d_lowp,                                                                 \
+      (const a2r_conv2d_shape *s, int precision, const float *x, const void *packed,            \
+       const float x_range[2], const float *bias, const float *residual, int activation,        \
+       float alpha, void *workspace, int64_t workspace_bytes, float *y),                        \
+      (s, precision, x, packed, x_range, bias, residual, activation, alpha, workspace,          \
+       workspace_bytes, y))                                                                     \
+    K(a, int, a2r_conv2d_lowp_u8_levels, (void), ())                                           \
+    K(a, double, a2r_lowp_peak, (int precision, int64_t iters, float *sink),                    \
+      (precision, iters, sink))
+
 #define A2R_OPS_roofline(K, a)                                                                  \
     K(a, double, a2r_fma_peak, (int64_t iters, float *sink), (iters, sink))
 
@@ -120,6 +139,7 @@
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \
+    A2R_OPS_conv2d_lowp(K, a)                                                                   \
     A2R_OPS_roofline(K, a)                                                                      \
     A2R_OPS_guided_filter(K, a)                                                                 \
     A2R_OPS_resize(K, a)                                                                        \

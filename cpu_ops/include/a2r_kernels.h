@@ -112,6 +112,35 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
                 const float *residual, int activation, float alpha, float *workspace,
                 int64_t workspace_floats, float *y);
 
+/* conv2d_lowp: a2r_conv2d (same shape, epilogue and outputs in float32) with the multiplies at
+ * lower precision, accumulated at fp32 (bf16) or int32 (int8):
+ *   A2R_PREC_BF16  weights and activations rounded to bf16 (nearest even), products exact;
+ *   A2R_PREC_INT8  weights per output channel symmetric to [-127, 127]; activations asymmetric u8
+ *                  over x_range = {lo, hi} (widened to hold 0; values outside are clamped to it)
+ *                  at a2r_conv2d_lowp_u8_levels() levels: 255 with VNNI or in plain C, 127 where
+ *                  vpmaddubsw would saturate its int16 pair sums. x_range is ignored for bf16.
+ * The dot-product units (vdpbf16ps, vpdpbusd) are used at A2R_ISA_AVX512_BF16; lower levels
+ * widen bf16 to fp32 and use vpmaddubsw (AVX2, AVX-512) or plain C (baseline).
+ * Sizes are in bytes. Packing is valid at the ISA level it was made at (as a2r_conv2d_pack);
+ * workspace is asked for at the active level and thread count (fewer slots: fewer threads).
+ * Layout and arithmetic: cpu_ops/src/conv2d_lowp/kernel.c. */
+#define A2R_PREC_BF16 1
+#define A2R_PREC_INT8 2
+int64_t a2r_conv2d_lowp_packed_size(const a2r_conv2d_shape *s, int precision);
+void a2r_conv2d_lowp_pack(const a2r_conv2d_shape *s, int precision, const float *w, void *packed);
+int64_t a2r_conv2d_lowp_workspace_size(const a2r_conv2d_shape *s, int precision);
+void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const float *x, const void *packed,
+                     const float x_range[2], const float *bias, const float *residual,
+                     int activation, float alpha, void *workspace, int64_t workspace_bytes,
+                     float *y);
+int a2r_conv2d_lowp_u8_levels(void);
+/* lowp_peak: the multiply-add ceiling of conv2d_lowp's micro-kernel at `precision` (roofline,
+ * as a2r_fma_peak): each thread runs `iters` rounds of its inner instruction sequence on the
+ * register tile's MR*NV independent accumulators (vdpbf16ps / vpdpbusd with the dot units;
+ * widen + 2 FMAs / vpmaddubsw + vpmaddwd + vpaddd without). Returns the operations done (2 per
+ * multiply-add: the flop count of the convolution it bounds). `sink` keeps the results live. */
+double a2r_lowp_peak(int precision, int64_t iters, float *sink);
+
 /* fma_peak: the FMA throughput ceiling (roofline). Each thread runs `iters` rounds of independent
  * vector FMAs on registers; returns the floating-point operations done (2 per lane per FMA) so
  * the caller divides by its own wall time. `sink` (1 float) keeps the results live. */

@@ -13,6 +13,8 @@ extern "C" {
 #define A2R_ISA_BASELINE 0 /* x86-64: SSE2; aarch64: NEON */
 #define A2R_ISA_AVX2 1     /* AVX2 + FMA */
 #define A2R_ISA_AVX512 2   /* AVX-512 F/BW/VL/DQ */
+#define A2R_ISA_AVX512_BF16 3 /* + AVX512_BF16 and AVX512_VNNI (the dot products of conv2d_lowp;
+                               * other ops run their AVX-512 body at this level) */
 
 /* Best level this build has code for AND this CPU + OS support (XCR0 checked by libgcc). */
 int a2r_best_isa(void);

@@ -16,7 +16,9 @@ int a2r_best_isa(void) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return A2R_ISA_AVX512;
+        return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni")
+                   ? A2R_ISA_AVX512_BF16
+                   : A2R_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return A2R_ISA_AVX2;
 #endif

@@ -2,7 +2,9 @@
 
 The executor builds Conv nodes after fusion: their attributes then carry the packed inputs
 ``w``, ``b`` (bias with folded per-channel constants), ``activation``/``alpha`` and ``residual``
-(the name of a tensor added before the activation, also the node's input 1).
+(the name of a tensor added before the activation, also the node's input 1), and from the plan's
+precision (executor._ConvMode) ``precision``/``act_range`` (ops.Conv2d's), or ``probe``: a dict
+that calibration runs collect each Conv input's {node: (lo, hi)} range into.
 """
 from __future__ import annotations
 
@@ -68,17 +70,28 @@ def _build(n, graph, shapes, view, scratch):
     conv = ops.Conv2d(w, a["b"], stride=tuple(a.get("strides") or (1, 1)),
                       pad=(t, l) if (t, l) == (b, r) else (0, 0),
                       dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
-                      activation=a["activation"], alpha=a.get("alpha", 0.01))
+                      activation=a["activation"], alpha=a.get("alpha", 0.01),
+                      precision=a.get("precision", "fp32"), act_range=a.get("act_range"))
     if (t, l) == (b, r):
-        return lambda: conv(x, residual=res, out=y)
-    padded = scratch[0]
-    inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
+        step = lambda: conv(x, residual=res, out=y)  # noqa: E731
+    else:
+        padded = scratch[0]
+        inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
 
-    def padded_conv():
-        padded.fill(0)
-        np.copyto(inner, x)
-        conv(padded, residual=res, out=y)
-    return padded_conv
+        def step():
+            padded.fill(0)
+            np.copyto(inner, x)
+            conv(padded, residual=res, out=y)
+    probe = a.get("probe")
+    if probe is None:
+        return step
+    name = n.name
+
+    def probed():  # calibration: the range of x (the zero padding included), then the conv
+        lo, hi = probe.get(name, (0.0, 0.0))
+        probe[name] = (min(lo, float(x.min())), max(hi, float(x.max())))
+        step()
+    return probed
 
 
 def _reference(n, inputs):

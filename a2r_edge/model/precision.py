@@ -1,0 +1,210 @@
+"""Convolution precision of a native plan: the choices, what this CPU runs, the int8 calibration
+and the "auto" choice under a quality guard.
+
+Precisions (ops.PRECISIONS): "fp32"; "bf16" (inputs rounded to bf16, fp32 sums); "int8"
+(per-output-channel weight scales, activations over calibrated ranges, int32 sums). Only the
+convolutions change; every other op (norms, AdaIN statistics, resize) stays fp32. "auto" takes,
+per stage, the fastest precision whose output passes the quality guard against fp32 on the
+calibration pictures; a stage that fails the guard at a precision is never run at it.
+
+>>> check("bf16")
+'bf16'
+>>> check("fp16")                                   # doctest: +IGNORE_EXCEPTION_DETAIL
+Traceback (most recent call last):
+ValueError: precision must be one of ('fp32', 'bf16', 'int8', 'auto'), got 'fp16'
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import warnings
+
+import numpy as np
+
+from .. import ops
+from ..runtime import cpu
+
+CHOICES = ops.PRECISIONS + ("auto",)
+# The lowest PSNR (dB) against the fp32 output of the same model that a precision must reach on
+# the calibration pictures (peak: the fp32 output's value range) to be chosen by "auto".
+GUARD_PSNR_DB = {"bf16": 45.0, "int8": 40.0}
+_log = logging.getLogger("a2r_edge")
+
+
+def check(precision) -> str:
+    """precision itself, or ValueError naming the choices."""
+    if not isinstance(precision, str) or precision not in CHOICES:
+        raise ValueError(f"precision must be one of {CHOICES}, got {precision!r}")
+    return precision
+
+
+def runnable() -> tuple[str, ...]:
+    """The precisions the native CPU kernels run at the active ISA level: bf16 and int8 need
+    AVX2 or better (the plain C variants exist for correctness but are slower than fp32)."""
+    return ops.PRECISIONS if cpu.isa() != "baseline" else ("fp32",)
+
+
+def has_dot_units() -> bool:
+    """The CPU has AVX512_BF16 and AVX512_VNNI and the active level uses them."""
+    from .. import _kernels
+    return bool(_kernels.conv2d_lowp_has_dot()) and cpu.isa() == "avx512"
+
+
+def resolve(precision: str, strict: bool = False) -> str:
+    """The precision to run: ``precision`` when this CPU runs it ("auto" as is), else fp32 with
+    one warning; strict=True raises ValueError instead."""
+    check(precision)
+    if precision == "auto" or precision in runnable():
+        return precision
+    msg = (f"precision {precision!r} needs AVX2 or better; the CPU kernels run at "
+           f"{cpu.isa()!r}")
+    if strict:
+        raise ValueError(msg + " (strict=True refuses the fp32 fallback)")
+    warnings.warn(msg + ": running fp32", RuntimeWarning, stacklevel=3)
+    return "fp32"
+
+
+def psnr(got: np.ndarray, want: np.ndarray) -> float:
+    """PSNR of got against want in dB, the peak being want's value range (inf when equal)."""
+    want = want.astype(np.float64)
+    mse = float(np.mean((got.astype(np.float64) - want) ** 2))
+    peak = float(want.max() - want.min()) or 1.0
+    return float("inf") if mse == 0 else 10 * np.log10(peak * peak / mse)
+
+
+def calibrate_ranges(executor, inputs) -> dict[str, tuple[float, float]]:
+    """{Conv node: (lo, hi)} of the activations each convolution of ``executor`` sees on
+    ``inputs`` (float32 arrays of the model's one input) at fp32: the int8 activation ranges."""
+    ranges: dict[str, tuple[float, float]] = {}
+    with executor.probing(ranges):
+        for x in inputs:
+            executor.run(x)
+    return ranges
+
+
+def _median_ms(run, x, rounds: int = 3) -> float:
+    run(x)  # plan and packing outside the timing
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        run(x)
+        times.append(time.perf_counter() - t)
+    return 1e3 * float(np.median(times))
+
+
+def choose(executor, inputs) -> dict:
+    """The "auto" choice for one executor on ``inputs`` (float32 arrays of its one input), judged
+    on its own output; leaves it at the choice. Returns plan_stages' entry."""
+    inputs = list(inputs)
+    return plan_stages({"model": executor}, {"model": inputs},
+                       lambda: [executor.run(x).copy() for x in inputs], "auto")["model"]
+
+
+def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
+                known: dict | None = None) -> dict:
+    """Set each executor (one per model stage, in model order) to its precision and return
+    {stage: {"precision", "reason", "act_ranges", "ms", "psnr"}}.
+
+    stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
+    activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
+    the calibration pictures with the executors as they are now, judged against the all-fp32
+    ones. precision: "bf16"/"int8" sets every stage to it; "auto" takes per stage, in order
+    (earlier stages at their choice), the fastest precision whose run time on the stage's first
+    input beats the others and whose model output keeps GUARD_PSNR_DB; fp32 when none passes.
+    known: a previous result for the same model and machine (ranges and choices are reused)."""
+    known = known or {}
+    want = outputs() if precision == "auto" else None
+    result = {}
+    for name, ex in executors.items():
+        hit = known.get(name) or {}
+        ranges = {k: tuple(v) for k, v in hit["act_ranges"].items()} if "act_ranges" in hit \
+            else calibrate_ranges(ex, stage_inputs[name])
+        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}}
+        if precision != "auto":
+            ex.set_precision(precision, ranges)
+            result[name] = dict(entry, precision=precision, reason="asked for", ms={}, psnr={})
+            continue
+        if hit.get("precision") in runnable():
+            ex.set_precision(hit["precision"], ranges)
+            result[name] = dict(hit, reason=hit["reason"] + " [stored]")
+            continue
+        x0 = stage_inputs[name][0]
+        ex.set_precision("fp32", ranges)
+        ms, scores = {"fp32": _median_ms(ex.run, x0)}, {}
+        for p in ("int8", "bf16"):
+            if p not in runnable():
+                continue
+            ex.set_precision(p, ranges)
+            ms[p] = _median_ms(ex.run, x0)
+            scores[p] = min(psnr(g, w) for g, w in zip(outputs(), want))
+        passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p]]
+        best = min(passing + ["fp32"], key=lambda p: ms[p])
+        failed = [f"{p} {scores[p]:.1f} dB < {GUARD_PSNR_DB[p]:.0f}" for p in scores
+                  if p not in passing]
+        reason = ("fastest passing the guard: " + ", ".join(f"{p} {ms[p]:.1f} ms" for p in ms)
+                  + "; " + ", ".join(f"{p} {scores[p]:.1f} dB" for p in scores)
+                  + (f"; failed: {', '.join(failed)}" if failed else ""))
+        ex.set_precision(best, ranges)
+        _log.info("stage %s at %s: %s", name, best, reason)
+        result[name] = dict(entry, precision=best, reason=reason, ms=ms, psnr=scores)
+    return result
+
+
+# --- calibration pictures and the stored choices -------------------------------------------------
+
+_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "astronaut_toon.png")
+
+
+def calibration_pictures() -> list[np.ndarray]:
+    """uint8 BGR pictures to calibrate on: the bundled sample (examples/ of a source checkout),
+    else a generated 256x256 toon (flat colour shapes with dark outlines)."""
+    import cv2
+    img = cv2.imread(_SAMPLE, cv2.IMREAD_COLOR) if os.path.exists(_SAMPLE) else None
+    if img is not None:
+        return [img]
+    rng = np.random.default_rng(20)
+    img = np.full((256, 256, 3), 235, np.uint8)
+    for _ in range(12):
+        colour = tuple(int(v) for v in rng.integers(30, 250, 3))
+        centre = tuple(int(v) for v in rng.integers(20, 236, 2))
+        axes = tuple(int(v) for v in rng.integers(10, 70, 2))
+        cv2.ellipse(img, centre, axes, float(rng.integers(0, 180)), 0, 360, colour, -1)
+        cv2.ellipse(img, centre, axes, 0, 0, 360, (25, 20, 30), 2)
+    return [img]
+
+
+def store_path(model_digest: str) -> str:
+    """Where the choices for this model on this machine, ISA level and thread count live."""
+    from ..runtime import system
+    return os.path.join(system.cache_dir(), f"precision-{system.machine_key()}-"
+                                            f"{model_digest[:16]}-{cpu.isa()}-"
+                                            f"{cpu.num_threads()}t.json")
+
+
+def load(path: str, precision: str) -> dict:
+    """The stored plan_stages result for ``precision`` ({} when none or unreadable)."""
+    try:
+        with open(path) as f:
+            return json.load(f).get(precision) or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def store(path: str, precision: str, chosen: dict) -> None:
+    """Keep ``chosen`` under ``precision``; a cache that cannot be written is not an error."""
+    from ..runtime import system
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["schema"] = "a2r_edge.precision/1"
+    data[precision] = chosen
+    try:
+        system.write_json_atomic(path, data)
+    except OSError as exc:
+        _log.info("precision choices not stored (%s)", exc)

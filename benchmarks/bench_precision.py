@@ -1,0 +1,108 @@
+"""Reduced precision (ops.Conv2d precision=, Engine(precision="auto")), ratios in one run at 1 and
+2 threads:
+  - the conv kernel at bf16 and at int8 against the same layer at fp32 (goals: bf16 >= 1.6x and
+    int8 >= 2.5x on a CPU with AVX512_BF16/VNNI), each with its share of its own roofline
+    (measure.fma_peak / measure.lowp_peak, timed here at the same thread count);
+  - the bundled model's ONNX stages (the network) at precision="auto" against OpenVINO at its
+    default precision (bf16 on such a CPU; goal >= 1.0x) and onnxruntime fp32 (goal >= 1.5x);
+  - Engine.convert at precision="auto" against the straightforward pipeline on OpenVINO and on
+    onnxruntime (benchmarks/straightforward.py), 512x512 and 1080p.
+Nothing is asserted on time; the summary prints the ratios and whether each goal was met.
+"""
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from a2r_edge import Engine, ops
+from a2r_edge.model import NativeExecutor
+from a2r_edge.runtime import cpu, measure
+from conftest import compare
+from straightforward import converter, stage_runner
+
+MODEL = Path(__file__).resolve().parent.parent / "a2r_edge" / "models" / "a2r_lite"
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "astronaut_toon.png"
+GOAL = {"bf16": 1.6, "int8": 2.5}
+_PEAKS: dict = {}
+
+
+def peak(precision: str, threads: int) -> float:
+    """op/s ceiling of ``precision`` at ``threads`` (kept per run)."""
+    key = (precision, threads, cpu.isa())
+    if key not in _PEAKS:
+        _PEAKS[key] = (measure.fma_peak(threads) if precision == "fp32"
+                       else measure.lowp_peak(precision, threads))
+    return _PEAKS[key]
+
+
+# (C = O, H = W): 3x3 pad 1, the bundled model's block shape (32 ch) and a wider one
+CASES = [(32, 128), (64, 128), (32, 256)]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[0]}_{c[1]}px")
+def test_conv_kernel(benchmark, threads, case, precision):
+    c, hw = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    fp32 = ops.Conv2d(w, b, pad=1)
+    low = ops.Conv2d(w, b, pad=1, precision=precision,
+                     act_range=(float(x.min()), float(x.max())) if precision == "int8" else None)
+    out32, out = fp32(x), low(x)
+    assert np.abs(out - out32).max() < 0.1  # the same layer
+    flops = 2 * c * c * 9 * hw * hw
+    row = compare(benchmark, lambda: low(x, out=out), lambda: fp32(x, out=out32),
+                  op=f"conv2d {precision}", case=f"{c}ch {hw}^2 3x3", threads=threads,
+                  peer_name="the same conv at fp32", flops=flops, target=GOAL[precision])
+    roof = peak(precision, threads)
+    row["of_peak"] = row["gflops"] * 1e9 / roof
+    of32 = flops / (row["peer_ms"] / 1e3) / peak("fp32", threads)
+    row["case"] += f" {row['of_peak']:.0%} of {precision} roof, fp32 {of32:.0%} of FMA roof"
+    benchmark.extra_info.update(of_peak=row["of_peak"], peak_gops=roof / 1e9,
+                                fp32_of_peak=of32)
+
+
+def stage_input(stage: str, side: int) -> np.ndarray:
+    """The stage's input at a side x side picture: the picture itself (encode) or the encoder's
+    features of the sample (decode)."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (side, side), interpolation=cv2.INTER_CUBIC)
+    x = np.ascontiguousarray((img[:, :, ::-1].transpose(2, 0, 1)[None] / 127.5 - 1)
+                             .astype(np.float32))
+    if stage == "encoder":
+        return x
+    return NativeExecutor(str(MODEL / "encoder.onnx")).run(x).copy()
+
+
+@pytest.mark.parametrize("peer", ["openvino", "onnxruntime"])
+@pytest.mark.parametrize("stage", ["encoder", "decoder"])
+def test_network_stage(benchmark, threads, stage, peer):
+    """One ONNX stage at 512x512: the native executor at precision="auto" (chosen on this input
+    against its own fp32 output) against OpenVINO's default precision or onnxruntime fp32. The
+    bundled decoder adds the input after the network (stage semantics): both sides skip it."""
+    x = stage_input(stage, 512)
+    ex = NativeExecutor(str(MODEL / f"{stage}.onnx"), precision="auto")
+    ours = ex.run(x).copy()
+    other = stage_runner(MODEL / f"{stage}.onnx", threads, peer)
+    theirs = other(x)
+    assert ours.shape == theirs.shape and np.abs(ours - theirs).max() < 0.25
+    compare(benchmark, lambda: ex.run(x), lambda: other(x),
+            op=stage, case=f"512^2 auto: {ex.choice['precision']}",
+            threads=threads, peer_name=f"{peer} default" if peer == "openvino" else
+            "onnxruntime fp32", target=1.0 if peer == "openvino" else 1.5, rounds=9)
+
+
+@pytest.mark.parametrize("peer", ["openvino", "onnxruntime"])
+@pytest.mark.parametrize("size", [(512, 512), (1920, 1080)], ids=["512", "1080p"])
+def test_convert_auto(benchmark, threads, size, peer):
+    img = cv2.resize(cv2.imread(str(SAMPLE)), size, interpolation=cv2.INTER_CUBIC)
+    eng = Engine(cache_mb=0, precision="auto")  # chosen (or read back) on the bundled sample
+    plain = converter(MODEL, threads, peer)
+    assert np.abs(eng.convert(img).astype(int) - plain(img)).mean() < 3  # the same work
+    chosen = ",".join(f"{k}:{v['precision']}" for k, v in eng.precisions.items())
+    compare(benchmark, lambda: eng.convert(img), lambda: plain(img), op="convert auto",
+            case=f"{size[0]}x{size[1]} {chosen}", threads=threads,
+            peer_name=f"numpy+cv2+{peer}", target=1.0 if peer == "openvino" else 1.5,
+            rounds=5 if size[0] > 1000 else 9)

@@ -1,0 +1,646 @@
+/* conv2d at bf16 and int8 (contract: a2r_kernels.h, a2r_conv2d_lowp). Compiled once per ISA
+ * level; the register tile and the dot products (avx512_bf16: vdpbf16ps, vpdpbusd) come from
+ * lowp_simd.h.
+ *
+ * Per group the convolution is the GEMM Y (og x P) = W (og x K) * B (K x P), K ordered
+ * (channel lane, i, j): a 32-bit lane holds D = 2 (bf16) or 4 (int8) consecutive input channels
+ * of one tap, so K has kd = ceil(cg / D) * kh * kw lane steps (missing channels are zero
+ * weights). Weights are converted once (a2r_conv2d_lowp_pack); activations on the fly, per tile:
+ *   - implicit GEMM (as the fp32 kernel): the tile's input rows are converted once into a
+ *     zero-padded strip of lanes (cd, sh, sw, srows, wq): padded row r*sh + py goes to row r of
+ *     phase py (columns likewise; stride 1 is one phase, wq = w + 2*pad_w). Output column
+ *     q = oy*wq + ox reads tap (cl, i, j) at strip[off + q], off = (((cl*sh + dy%sh)*sw +
+ *     dx%sw)*srows + dy/sh)*wq + dx/sw with dy = i*dil_h, dx = j*dil_w; columns ox >= ow are
+ *     computed and dropped. Each input value is converted once per tile (plus the halo rows),
+ *     not kh*kw times. Used when every phase is read by some tap.
+ *   - otherwise (a 1x1 stride-2 conv, say) the tile's NR-pixel panels are gathered (im2col)
+ *     tap by tap and converted.
+ * The micro-kernel accumulates an MR x NR tile in registers (fp32 for bf16, int32 for int8);
+ * the epilogue (dequantisation for int8, bias, residual, activation) writes y once per row block.
+ *
+ * int8 arithmetic: weights w ~ sw[o] * qw, qw in [-127, 127] per output channel; activations
+ * x ~ sa * (qx - zp), qx in [0, A2R_U8_LEVELS] from the caller's range [lo, hi] (widened to hold
+ * 0, so zero padding is exact); y = sa * sw[o] * (sum qw*qx - zp * sum qw) + bias. Values outside
+ * [lo, hi] are clamped to it.
+ *
+ * Scratch: one slot per thread in the caller's workspace; nothing is allocated here. */
+#include <string.h>
+
+#include "a2r_math.h"
+#include "lowp_simd.h"
+
+#define B_TILE_BYTES (192 * 1024) /* gathered panels stay in L2 next to the weights */
+#define MAX_PANELS 8
+#define STRIP_BYTES (256 * 1024)  /* lanes are 2-4x denser than floats: same pixels as fp32's */
+#define MAX_STRIP_PANELS 64
+#define MIN_STRIP_OUT_ROWS 4      /* thinner tiles re-convert the halo rows too often */
+#define ALIGN 64
+
+typedef struct {
+    int64_t oh, ow, p, cg, og, d, cd, taps, kd, mr, og_pad, nt, q, wq, srows, phases;
+    int64_t strip_lanes, slot; /* slot: bytes per thread */
+    int implicit, int8;
+} geometry;
+
+static inline int64_t first_valid(int64_t offset, int64_t stride) {
+    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+}
+
+/* Strip rows (per phase plane) one tile of nt columns reads: it starts anywhere inside a row
+ * (wq - 1), spans nt - 1 more columns, and a tap reaches (kw-1)*dil_w/sw phase columns right
+ * and (kh-1)*dil_h/sh phase rows down. */
+static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t nt) {
+    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w / s->stride_w) / wq + 1 +
+           (s->kh - 1) * s->dil_h / s->stride_h;
+}
+
+/* Every phase 0..stride-1 is read by some tap t*dil % stride, t < taps (else the polyphase
+ * strip would convert planes nobody reads: a 1x1 stride-2 conv reads one of four). */
+static int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
+    if (stride > taps) return 0;
+    for (int64_t ph = 0; ph < stride; ph++) {
+        int hit = 0;
+        for (int64_t t = 0; t < taps && !hit; t++) hit = t * dil % stride == ph;
+        if (!hit) return 0;
+    }
+    return 1;
+}
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
+    geometry g;
+    g.int8 = precision == A2R_PREC_INT8;
+    g.d = g.int8 ? 4 : 2;
+    g.oh = (s->h + 2 * s->pad_h - s->dil_h * (s->kh - 1) - 1) / s->stride_h + 1;
+    g.ow = (s->w + 2 * s->pad_w - s->dil_w * (s->kw - 1) - 1) / s->stride_w + 1;
+    g.p = g.oh * g.ow;
+    g.cg = s->c / s->groups;
+    g.og = s->o / s->groups;
+    g.cd = (g.cg + g.d - 1) / g.d;
+    g.taps = s->kh * s->kw;
+    g.kd = g.cd * g.taps;
+    g.mr = g.og <= MR / 2 ? MR / 2 : MR; /* a 3-channel output layer: fewer zero rows */
+    g.og_pad = round_up(g.og, g.mr);
+    g.implicit = every_phase_read(s->kh, s->dil_h, s->stride_h) &&
+                 every_phase_read(s->kw, s->dil_w, s->stride_w);
+    g.phases = s->stride_h * s->stride_w;
+    g.wq = g.ow + (s->kw - 1) * s->dil_w / s->stride_w; /* = w + 2*pad_w at stride 1 */
+    int64_t panels;
+    if (g.implicit) {
+        g.q = g.oh * g.wq;
+        const int64_t min_panels =
+            A2R_MIN(MAX_STRIP_PANELS, (MIN_STRIP_OUT_ROWS * g.wq + NR - 1) / NR);
+        panels = MAX_STRIP_PANELS;
+        while (panels > min_panels &&
+               4 * g.cd * g.phases * g.wq * strip_rows(s, g.wq, panels * NR) > STRIP_BYTES)
+            panels--;
+        panels = A2R_MIN(panels, (g.q + NR - 1) / NR);
+        g.nt = panels * NR;
+        g.srows = strip_rows(s, g.wq, g.nt);
+        /* + NR: the last panel reads past its row */
+        g.strip_lanes = g.cd * g.phases * g.srows * g.wq + NR;
+    } else {
+        g.q = g.p;
+        panels = B_TILE_BYTES / (4 * g.kd * NR);
+        panels = A2R_MAX(1, A2R_MIN(panels, MAX_PANELS));
+        panels = A2R_MIN(panels, (g.p + NR - 1) / NR);
+        g.nt = panels * NR;
+        g.srows = 0;
+        g.strip_lanes = g.kd * g.nt;
+    }
+    /* slot: B lanes | C tile (MR x nt, fp32 or int32) | tap offsets (kd int32) | D rows of
+     * max(w, NR) floats (gathered rows; the implicit path's channels past cg) */
+    g.slot = round_up(4 * g.strip_lanes, ALIGN) + round_up(4 * MR * g.nt, ALIGN) +
+             round_up(4 * g.kd, ALIGN) +
+             round_up(4 * g.d * A2R_MAX(A2R_MAX(s->w, g.wq), NR), ALIGN) + ALIGN;
+    return g;
+}
+
+/* ---- conversions (plain C, vectorised by the compiler) ---- */
+
+/* float -> bf16 bits, round to nearest even; NaN stays NaN (quiet). */
+static inline uint32_t to_bf16(float f) {
+    const uint32_t u = a2r_float_to_bits(f);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;
+}
+
+typedef struct {
+    float inv, zp; /* qx = clamp(round(x * inv + zp), 0, A2R_U8_LEVELS) */
+} act_quant;
+
+static inline uint32_t to_u8(float x, act_quant aq) {
+    float t = x * aq.inv + aq.zp;
+    t = t > 0.0f ? t : 0.0f; /* also maps NaN to 0 */
+    t = t < (float)A2R_U8_LEVELS ? t : (float)A2R_U8_LEVELS;
+    return (uint32_t)(int32_t)(t + 0.5f);
+}
+
+/* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
+static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, int64_t nrows,
+                     act_quant aq, uint32_t *restrict lanes, int64_t n) {
+    const float *r0 = rows, *r1 = rows + ld, *r2 = rows + 2 * ld, *r3 = rows + 3 * ld;
+    if (!g->int8) {
+        if (nrows >= 2)
+            for (int64_t t = 0; t < n; t++) lanes[t] = to_bf16(r0[t]) | to_bf16(r1[t]) << 16;
+        else
+            for (int64_t t = 0; t < n; t++) lanes[t] = to_bf16(r0[t]);
+        return;
+    }
+    const uint32_t zq = to_u8(0.0f, aq);
+    switch (nrows) {
+    case 1:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = to_u8(r0[t], aq) | zq << 8 | zq << 16 | zq << 24;
+        break;
+    case 2:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | zq << 16 | zq << 24;
+        break;
+    case 3:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | to_u8(r2[t], aq) << 16 |
+                       zq << 24;
+        break;
+    default:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | to_u8(r2[t], aq) << 16 |
+                       to_u8(r3[t], aq) << 24;
+    }
+}
+
+/* The lane of value 0 (zero padding): 0 for bf16, zp in every byte for int8. */
+static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
+    const uint32_t zq = g->int8 ? to_u8(0.0f, aq) : 0u;
+    return zq | zq << 8 | zq << 16 | zq << 24;
+}
+
+/* ---- activations into B lanes ---- */
+
+/* Implicit path: strip[((cl*sh + py)*sw + px)*srows + r)*wq + col] = lane of channels D*cl..
+ * at padded row (r0 + r)*sh + py, padded column col*sw + px (zero outside the image).
+ * tmp: D*max(w, wq) floats. */
+static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
+                       int64_t r0, act_quant aq, float *restrict tmp, uint32_t *restrict strip) {
+    const uint32_t zl = zero_lane(g, aq);
+    const int64_t wq = g->wq, hw = s->h * s->w, sh = s->stride_h, sw = s->stride_w;
+    for (int64_t cl = 0; cl < g->cd; cl++) {
+        const int64_t c0 = cl * g->d, nrows = A2R_MIN(g->d, g->cg - c0);
+        for (int64_t py = 0; py < sh; py++)
+            for (int64_t px = 0; px < sw; px++) {
+                /* columns col with 0 <= col*sw + px - pad_w < w */
+                const int64_t a = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
+                const int64_t e = A2R_MAX(a, A2R_MIN(wq, first_valid(px - s->pad_w - s->w, sw)));
+                const int64_t ix0 = a * sw + px - s->pad_w;
+                for (int64_t r = 0; r < g->srows; r++) {
+                    uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
+                    const int64_t iy = (r0 + r) * sh + py - s->pad_h;
+                    if (iy < 0 || iy >= s->h || e == a) {
+                        for (int64_t t = 0; t < wq; t++) dst[t] = zl;
+                        continue;
+                    }
+                    for (int64_t t = 0; t < a; t++) dst[t] = zl;
+                    for (int64_t t = e; t < wq; t++) dst[t] = zl;
+                    const float *src = xg + c0 * hw + iy * s->w + ix0;
+                    if (sw == 1 && nrows == g->d) { /* D channel rows at stride hw: in place */
+                        to_lanes(g, src, hw, nrows, aq, dst + a, e - a);
+                        continue;
+                    }
+                    for (int64_t rr = 0; rr < nrows; rr++) {
+                        const float *sr = src + rr * hw;
+                        float *tr = tmp + rr * (e - a);
+                        if (sw == 1)
+                            memcpy(tr, sr, (size_t)(e - a) * sizeof(float));
+                        else
+                            for (int64_t t = 0; t < e - a; t++) tr[t] = sr[t * sw];
+                    }
+                    to_lanes(g, tmp, e - a, nrows, aq, dst + a, e - a);
+                }
+            }
+    }
+}
+
+/* dst[t], t < n: channel ci at tap (i, j) for output pixels p0.. (im2col of one row). */
+static void gather_row(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
+                       int64_t ci, int64_t i, int64_t j, int64_t p0, int64_t n,
+                       float *restrict dst) {
+    const float *plane = xg + ci * s->h * s->w;
+    const int64_t offy = i * s->dil_h - s->pad_h, offx = j * s->dil_w - s->pad_w;
+    const int64_t sw = s->stride_w;
+    const int64_t x0 = first_valid(offx, sw), x1 = first_valid(offx - s->w, sw);
+    int64_t q = 0, oy = p0 / g->ow, ox = p0 % g->ow;
+    while (q < n) {
+        const int64_t len = A2R_MIN(g->ow - ox, n - q);
+        const int64_t iy = oy * s->stride_h + offy;
+        float *d = dst + q;
+        if (iy < 0 || iy >= s->h) {
+            for (int64_t t = 0; t < len; t++) d[t] = 0.0f;
+        } else {
+            const int64_t a = A2R_MAX(0, A2R_MIN(x0 - ox, len));
+            const int64_t e = A2R_MAX(a, A2R_MIN(x1 - ox, len));
+            const float *src = plane + iy * s->w + (ox + a) * sw + offx;
+            for (int64_t t = 0; t < a; t++) d[t] = 0.0f;
+            for (int64_t t = a; t < e; t++) d[t] = src[(t - a) * sw];
+            for (int64_t t = e; t < len; t++) d[t] = 0.0f;
+        }
+        q += len;
+        oy++;
+        ox = 0;
+    }
+}
+
+/* Gathered path: npan panels of kd x NR lanes for pixels [p0, p0 + np). rows: D*NR floats. */
+static void gather_panels(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
+                          int64_t p0, int64_t np, int64_t npan, act_quant aq,
+                          float *restrict rows, uint32_t *restrict bt) {
+    const uint32_t zl = zero_lane(g, aq);
+    for (int64_t pan = 0; pan < npan; pan++) {
+        const int64_t pa = p0 + pan * NR, len = A2R_MIN(NR, p0 + np - pa);
+        uint32_t *d = bt + pan * g->kd * NR;
+        for (int64_t cl = 0; cl < g->cd; cl++) {
+            const int64_t c0 = cl * g->d, nrows = A2R_MIN(g->d, g->cg - c0);
+            for (int64_t i = 0; i < s->kh; i++)
+                for (int64_t j = 0; j < s->kw; j++, d += NR) {
+                    for (int64_t r = 0; r < nrows; r++)
+                        gather_row(s, g, xg, c0 + r, i, j, pa, len, rows + r * NR);
+                    to_lanes(g, rows, NR, nrows, aq, d, len);
+                    for (int64_t t = len; t < NR; t++) d[t] = zl;
+                }
+        }
+    }
+}
+
+/* ---- micro-kernels: C[i*ldc + t] = sum_k A[k*mr + i] . B[row_k + t], i < mr, t < NR ----
+ * row_k = off[k] (implicit strip) or k*NR (panel). Inlined with constant mr. */
+
+static inline void mk_bf16(const int mr, int64_t kd, const uint32_t *restrict a,
+                           const uint32_t *restrict b, const int32_t *restrict off,
+                           float *restrict c, int64_t ldc) {
+#ifdef LOWP_SCALAR
+    float acc[MR][NR];
+    for (int i = 0; i < mr; i++)
+        for (int t = 0; t < NR; t++) acc[i][t] = 0.0f;
+    for (int64_t k = 0; k < kd; k++, a += mr) {
+        const uint32_t *bk = off ? b + off[k] : b + k * NR;
+        for (int i = 0; i < mr; i++) {
+            const float ae = a2r_bits_to_float(a[i] << 16);
+            const float ao = a2r_bits_to_float(a[i] & 0xffff0000u);
+            for (int t = 0; t < NR; t++) {
+                acc[i][t] = A2R_MADD(ao, a2r_bits_to_float(bk[t] & 0xffff0000u), acc[i][t]);
+                acc[i][t] = A2R_MADD(ae, a2r_bits_to_float(bk[t] << 16), acc[i][t]);
+            }
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int t = 0; t < NR; t++) c[i * ldc + t] = acc[i][t];
+#else
+    vf_t acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[i][v] = vf_zero();
+    for (int64_t k = 0; k < kd; k++, a += mr) {
+        const uint32_t *bk = off ? b + off[k] : b + k * NR;
+        vi_t bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bv[v] = vi_load(bk + v * VL);
+#ifdef LOWP_DOT
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const vi_t av = vi_set1(a[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = bf16_dot(acc[i][v], av, bv[v]);
+        }
+#else /* widen: odd channel then even, as vdpbf16ps orders them */
+        vf_t bw[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bw[v] = bf16_hi(bv[v]);
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const vf_t av = vf_set1(a2r_bits_to_float(a[i] & 0xffff0000u));
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = vf_fma(av, bw[v], acc[i][v]);
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bw[v] = bf16_lo(bv[v]);
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const vf_t av = vf_set1(a2r_bits_to_float(a[i] << 16));
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = vf_fma(av, bw[v], acc[i][v]);
+        }
+#endif
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) vf_store(c + i * ldc + v * VL, acc[i][v]);
+#endif
+}
+
+static inline void mk_int8(const int mr, int64_t kd, const uint32_t *restrict a,
+                           const uint32_t *restrict b, const int32_t *restrict off,
+                           int32_t *restrict c, int64_t ldc) {
+#ifdef LOWP_SCALAR
+    int32_t acc[MR][NR];
+    for (int i = 0; i < mr; i++)
+        for (int t = 0; t < NR; t++) acc[i][t] = 0;
+    for (int64_t k = 0; k < kd; k++, a += mr) {
+        const uint32_t *bk = off ? b + off[k] : b + k * NR;
+        for (int i = 0; i < mr; i++)
+            for (int t = 0; t < NR; t++)
+                for (int byte = 0; byte < 4; byte++)
+                    acc[i][t] += (int32_t)((bk[t] >> (8 * byte)) & 0xffu) *
+                                 (int32_t)(int8_t)(a[i] >> (8 * byte));
+    }
+    for (int i = 0; i < mr; i++)
+        for (int t = 0; t < NR; t++) c[i * ldc + t] = acc[i][t];
+#else
+    vi_t acc[MR][NV];
+    const vi_t ones = vi_ones16();
+    (void)ones;
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[i][v] = vi_zero();
+    for (int64_t k = 0; k < kd; k++, a += mr) {
+        const uint32_t *bk = off ? b + off[k] : b + k * NR;
+        vi_t bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bv[v] = vi_load(bk + v * VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const vi_t av = vi_set1(a[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = u8s8_dot(acc[i][v], bv[v], av, ones);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) vi_store(c + i * ldc + v * VL, acc[i][v]);
+#endif
+}
+
+/* One panel of one row block: the right kernel for precision and g->mr. */
+static inline void block_kernel(const geometry *g, const uint32_t *a, const uint32_t *b,
+                                const int32_t *off, void *c, int64_t ldc) {
+    if (g->int8) {
+        if (g->mr == MR) mk_int8(MR, g->kd, a, b, off, (int32_t *)c, ldc);
+        else mk_int8(MR / 2, g->kd, a, b, off, (int32_t *)c, ldc);
+    } else {
+        if (g->mr == MR) mk_bf16(MR, g->kd, a, b, off, (float *)c, ldc);
+        else mk_bf16(MR / 2, g->kd, a, b, off, (float *)c, ldc);
+    }
+}
+
+/* ---- epilogue ---- */
+
+static inline float activate(float v, const int act, float alpha) {
+    switch (act) {
+    case A2R_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case A2R_ACT_LEAKY_RELU: return v >= 0.0f ? v : alpha * v;
+    case A2R_ACT_SILU: return a2r_silu1(v);
+    default: return v;
+    }
+}
+
+/* y[t] = act(c[t] * scale + shift + r[t]), t < n; c is fp32 (bf16) or int32 (int8: c - cz,
+ * cz = zp * sum qw exact in int32, times the dequantisation factor). r may be NULL. */
+#define EPILOGUE_PASS(ACT, CVAL)                                                              \
+    do {                                                                                      \
+        if (r)                                                                                \
+            for (int64_t t = 0; t < n; t++)                                                   \
+                y[t] = activate(A2R_MADD(CVAL, scale, shift) + r[t], ACT, alpha);             \
+        else                                                                                  \
+            for (int64_t t = 0; t < n; t++)                                                   \
+                y[t] = activate(A2R_MADD(CVAL, scale, shift), ACT, alpha);                    \
+    } while (0)
+#define EPILOGUE_ACTS(CVAL)                                                                   \
+    switch (act) {                                                                            \
+    case A2R_ACT_RELU: EPILOGUE_PASS(A2R_ACT_RELU, CVAL); break;                              \
+    case A2R_ACT_LEAKY_RELU: EPILOGUE_PASS(A2R_ACT_LEAKY_RELU, CVAL); break;                  \
+    case A2R_ACT_SILU: EPILOGUE_PASS(A2R_ACT_SILU, CVAL); break;                              \
+    default: EPILOGUE_PASS(A2R_ACT_NONE, CVAL); break;                                        \
+    }
+static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, float shift,
+                     const float *restrict r, int act, float alpha, float *restrict y,
+                     int64_t n) {
+    if (g->int8) {
+        const int32_t *ci = (const int32_t *)c;
+        EPILOGUE_ACTS((float)(ci[t] - cz))
+    } else {
+        const float *cf = (const float *)c;
+        EPILOGUE_ACTS(cf[t])
+    }
+}
+#undef EPILOGUE_ACTS
+#undef EPILOGUE_PASS
+
+/* ---- entry points ---- */
+
+/* Packed: per group, og_pad/mr blocks of kd steps of mr lanes; int8 then appends sw[o] (float)
+ * and sum qw[o] (int32) for the s->o output channels. */
+int64_t A2R_KERNEL(a2r_conv2d_lowp_packed_size)(const a2r_conv2d_shape *s, int precision) {
+    const geometry g = geometry_of(s, precision);
+    return 4 * s->groups * g.og_pad * g.kd + (g.int8 ? 8 * s->o : 0);
+}
+
+int64_t A2R_KERNEL(a2r_conv2d_lowp_workspace_size)(const a2r_conv2d_shape *s, int precision) {
+    return geometry_of(s, precision).slot * a2r_num_threads();
+}
+
+int A2R_KERNEL(a2r_conv2d_lowp_u8_levels)(void) { return A2R_U8_LEVELS; }
+
+void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
+                                      const float *restrict w, void *packed) {
+    const geometry g = geometry_of(s, precision);
+    uint32_t *lanes = (uint32_t *)packed;
+    float *wscale = (float *)(lanes + s->groups * g.og_pad * g.kd);
+    int32_t *wsum = (int32_t *)(wscale + s->o);
+    const int64_t kfull = g.cg * g.taps; /* floats per output channel in w */
+    if (g.int8)
+        for (int64_t o = 0; o < s->o; o++) {
+            float amax = 0.0f;
+            for (int64_t k = 0; k < kfull; k++)
+                amax = A2R_MAX(amax, __builtin_fabsf(w[o * kfull + k]));
+            wscale[o] = amax > 0.0f ? amax / 127.0f : 1.0f;
+            wsum[o] = 0;
+        }
+    for (int64_t gi = 0; gi < s->groups; gi++)
+        for (int64_t ob = 0; ob < g.og_pad / g.mr; ob++)
+            for (int64_t cl = 0; cl < g.cd; cl++)
+                for (int64_t tap = 0; tap < g.taps; tap++)
+                    for (int64_t i = 0; i < g.mr; i++) {
+                        const int64_t o = ob * g.mr + i, oc = gi * g.og + o;
+                        uint32_t lane = 0;
+                        for (int64_t r = 0; r < g.d && o < g.og; r++) {
+                            const int64_t ci = cl * g.d + r;
+                            if (ci >= g.cg) break;
+                            const float v = w[(oc * g.cg + ci) * g.taps + tap];
+                            if (g.int8) {
+                                float q = v / wscale[oc];
+                                q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
+                                const int32_t qi = (int32_t)__builtin_roundf(q);
+                                wsum[oc] += qi;
+                                lane |= ((uint32_t)qi & 0xffu) << (8 * r);
+                            } else {
+                                lane |= to_bf16(v) << (16 * r);
+                            }
+                        }
+                        *lanes++ = lane;
+                    }
+}
+
+/* Row blocks per work item: all of them, unless (image, tile) items are too few for the
+ * threads; then blocks are split so each thread gets about two items. */
+static int64_t blocks_per_item(int64_t blocks, int64_t units, int nthr) {
+    if (units >= 2 * nthr) return blocks;
+    const int64_t split = A2R_MIN(blocks, (2 * nthr + units - 1) / units);
+    return (blocks + split - 1) / split;
+}
+
+void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
+                                 const float *restrict x, const void *packed,
+                                 const float x_range[2], const float *bias,
+                                 const float *residual, int act, float alpha, void *workspace,
+                                 int64_t workspace_bytes, float *restrict y) {
+    const geometry g = geometry_of(s, precision);
+    const uint32_t *wl = (const uint32_t *)packed;
+    const float *wscale = (const float *)(wl + s->groups * g.og_pad * g.kd);
+    const int32_t *wsum = (const int32_t *)(wscale + s->o);
+    act_quant aq = {1.0f, 0.0f};
+    float sa = 1.0f;
+    if (g.int8) {
+        const float lo = A2R_MIN(x_range[0], 0.0f), hi = A2R_MAX(x_range[1], 0.0f);
+        sa = hi > lo ? (hi - lo) / (float)A2R_U8_LEVELS : 1.0f;
+        aq.inv = 1.0f / sa;
+        aq.zp = __builtin_roundf(-lo / sa);
+    }
+    const int64_t blocks = g.og_pad / g.mr, tiles = (g.q + g.nt - 1) / g.nt;
+    const int64_t images = s->n * s->groups;
+    int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_bytes / g.slot));
+    const int64_t per_item = blocks_per_item(blocks, images * tiles, nthr);
+    const int64_t chunks = (blocks + per_item - 1) / per_item;
+    const int64_t items = images * tiles * chunks;
+    if (items * g.nt * g.og_pad * g.kd * g.d < A2R_PAR_GRAIN * 16) nthr = 1;
+    #pragma omp parallel num_threads(nthr)
+    {
+        char *slot = (char *)workspace + (int64_t)A2R_THREAD_ID() * g.slot;
+        slot += (ALIGN - (uintptr_t)slot % ALIGN) % ALIGN;
+        uint32_t *bt = (uint32_t *)slot;
+        void *ct = slot + round_up(4 * g.strip_lanes, ALIGN);
+        int32_t *off = (int32_t *)((char *)ct + round_up(4 * MR * g.nt, ALIGN));
+        float *rows = (float *)((char *)off + round_up(4 * g.kd, ALIGN));
+        if (g.implicit)
+            for (int64_t cl = 0, kk = 0; cl < g.cd; cl++)
+                for (int64_t i = 0; i < s->kh; i++)
+                    for (int64_t j = 0; j < s->kw; j++, kk++)
+                    {
+                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
+                        const int64_t plane = (cl * s->stride_h + dy % s->stride_h) * s->stride_w +
+                                              dx % s->stride_w;
+                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
+                                            dx / s->stride_w);
+                    }
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
+            const int64_t img = it / (chunks * tiles), ni = img / s->groups, gi = img % s->groups;
+            const int64_t p0 = tile * g.nt, np = A2R_MIN(g.nt, g.q - p0);
+            const int64_t npan = (np + NR - 1) / NR;
+            const int64_t b0 = chunk * per_item, b1 = A2R_MIN(blocks, b0 + per_item);
+            const float *xg = x + (ni * s->c + gi * g.cg) * s->h * s->w;
+            const uint32_t *wg = wl + gi * g.og_pad * g.kd;
+            const uint32_t *strip0 = NULL;
+            if (g.implicit) {
+                const int64_t r0 = p0 / g.wq;
+                fill_strip(s, &g, xg, r0, aq, rows, bt);
+                strip0 = bt + (p0 - r0 * g.wq);
+            } else {
+                gather_panels(s, &g, xg, p0, np, npan, aq, rows, bt);
+            }
+            for (int64_t ob = b0; ob < b1; ob++) {
+                const uint32_t *wb = wg + ob * g.mr * g.kd;
+                for (int64_t pan = 0; pan < npan; pan++) {
+                    void *cp = (char *)ct + 4 * pan * NR;
+                    if (g.implicit)
+                        block_kernel(&g, wb, strip0 + pan * NR, off, cp, g.nt);
+                    else
+                        block_kernel(&g, wb, bt + pan * g.kd * NR, NULL, cp, g.nt);
+                }
+                const int64_t o1 = A2R_MIN((ob + 1) * g.mr, g.og);
+                for (int64_t o = ob * g.mr; o < o1; o++) {
+                    const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
+                    const float bo = bias ? bias[oc] : 0.0f;
+                    const float scale = g.int8 ? sa * wscale[oc] : 1.0f;
+                    const int32_t cz = g.int8 ? (int32_t)aq.zp * wsum[oc] : 0;
+                    const char *cr = (const char *)ct + 4 * (o - ob * g.mr) * g.nt;
+                    if (!g.implicit) {
+                        epilogue(&g, cr, cz, scale, bo, residual ? residual + plane + p0 : NULL,
+                                 act, alpha, y + plane + p0, np);
+                        continue;
+                    }
+                    for (int64_t q = p0; q < p0 + np;) { /* keep columns ox < ow */
+                        const int64_t oy = q / g.wq, ox = q % g.wq;
+                        const int64_t len = A2R_MIN(g.wq - ox, p0 + np - q);
+                        const int64_t keep = A2R_MAX(0, A2R_MIN(len, g.ow - ox));
+                        const int64_t yo = plane + oy * g.ow + ox;
+                        if (keep > 0)
+                            epilogue(&g, cr + 4 * (q - p0), cz, scale, bo,
+                                     residual ? residual + yo : NULL, act, alpha, y + yo, keep);
+                        q += len;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- roofline: the micro-kernel itself on operands in L1 ----
+ * The ceiling of the conv's inner loop without the memory system: mk_bf16 / mk_int8 (their
+ * full MR x NR tile) run over PEAK_KD lane steps of A (8 KB of weights) while every step reads
+ * the same NR-lane B row (offset table of zeros), so A and B stay in L1; the C tile is written
+ * once per PEAK_KD steps. */
+#define PEAK_KD 256
+
+/* One precision per function, not inlined: with both kernels inlined into one OpenMP body GCC
+ * spilled all but four of the int8 accumulators (measured 76 instead of ~400 Gop/s). */
+__attribute__((noinline)) static float peak_rounds(int int8, int64_t rounds, const uint32_t *a,
+                                                   const uint32_t *b, const int32_t *off,
+                                                   float *c) {
+    float total = 0.0f;
+    for (int64_t r = 0; r < rounds; r++) {
+        const int64_t at = r % (MR * NR); /* an int32 read as a float would be a denormal */
+        if (int8) {
+            mk_int8(MR, PEAK_KD, a, b, off, (int32_t *)c, NR);
+            total += (float)((const int32_t *)c)[at];
+        } else {
+            mk_bf16(MR, PEAK_KD, a, b, off, c, NR);
+            total += c[at];
+        }
+    }
+    return total;
+}
+
+double A2R_KERNEL(a2r_lowp_peak)(int precision, int64_t iters, float *sink) {
+    const int nthr = a2r_num_threads(), int8 = precision == A2R_PREC_INT8;
+    const int64_t rounds = (iters + PEAK_KD - 1) / PEAK_KD;
+    float total = 0.0f;
+    #pragma omp parallel num_threads(nthr) reduction(+ : total)
+    {
+        uint32_t a[PEAK_KD * MR] __attribute__((aligned(64)));
+        uint32_t b[4 * NR] __attribute__((aligned(64)));
+        int32_t off[PEAK_KD];
+        float c[MR * NR] __attribute__((aligned(64)));
+        /* bf16: about 1e-3 x 1 per product; int8: small bytes (no int32 overflow) */
+        for (int i = 0; i < PEAK_KD * MR; i++) a[i] = int8 ? 0x01010101u : 0x3a833a83u;
+        for (int t = 0; t < 4 * NR; t++) b[t] = int8 ? 0x01010101u : 0x3f803f80u;
+        for (int k = 0; k < PEAK_KD; k++) off[k] = (int32_t)(k % 4 * NR);
+        total += peak_rounds(int8, rounds, a, b, off, c);
+    }
+    *sink = total;
+    /* multiply-adds per lane per row and step: 2 (bf16 pair) or 4 (int8 quad); 2 ops each */
+    return 2.0 * nthr * (double)(rounds * PEAK_KD) * MR * NR * (int8 ? 4 : 2);
+}

@@ -1,0 +1,161 @@
+"""ops.Conv2d at precision 'bf16' and 'int8': every ISA level (avx512_bf16: the BF16/VNNI dot
+products; avx512 and avx2: widened bf16 and vpmaddubsw; baseline: plain C) x 1 and 2 threads
+against the float64 reference, within bounds derived from the rounding (tolerances.py); exact
+results where the inputs are representable; the calibrated int8 range and its clamping; bad
+inputs."""
+import numpy as np
+import pytest
+
+from a2r_edge import _kernels, ops
+from a2r_edge.model import reference as ref
+from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION
+
+ACTS = [None, "relu", "leaky_relu", "silu"]
+
+
+def make(rng, n, c, h, w, o, k, groups=1):
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    cg = c // groups
+    wt = (rng.standard_normal((o, cg, k, k)) / np.sqrt(cg * k * k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    return x, wt, b
+
+
+def pair(v):
+    return (v, v)
+
+
+def bound(precision, x, wt, s, p, d, g, act_range=None):
+    """Largest |y - reference| the rounding allows, per output value (before the activation)."""
+    conv = lambda a, w: ref.conv2d(a, w, None, pair(s), pair(p), pair(d), g)  # noqa: E731
+    fp32 = REDUCTION["rtol"] * conv(np.abs(x), np.abs(wt)) + REDUCTION["atol"]
+    if precision == "bf16":
+        return BF16_PRODUCT * conv(np.abs(x), np.abs(wt)) + fp32
+    lo, hi = act_range if act_range is not None else (float(x.min()), float(x.max()))
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    sa = (hi - lo) / _kernels.conv2d_lowp_u8_levels()
+    o = wt.shape[0]
+    sw = np.abs(wt).reshape(o, -1).max(axis=1) / 127
+    k = wt[0].size
+    sum_w = np.abs(wt).reshape(o, -1).sum(axis=1)
+    window_x = conv(np.abs(x), np.ones_like(wt))
+    b = (sa / 2 * sum_w[:, None, None] + sw[:, None, None] / 2 * window_x +
+         k * sa * sw[:, None, None] / 4)
+    return INT8_SLACK * b + fp32
+
+
+def check(precision, x, wt, b, s=1, p=0, d=1, g=1, act=None, residual=None, act_range=None):
+    got = ops.conv2d(x, wt, b, s, p, d, g, act, alpha=0.2, residual=residual,
+                     precision=precision, act_range=act_range)
+    xr = x if act_range is None else np.clip(x, *act_range).astype(np.float32)
+    want = ref.conv2d(xr, wt, b, pair(s), pair(p), pair(d), g, act, 0.2, residual)
+    assert got.shape == want.shape
+    err = np.abs(got.astype(np.float64) - want)
+    lim = bound(precision, xr, wt, s, p, d, g, act_range) * (ACT_LIPSCHITZ if act else 1.0)
+    assert np.all(err <= lim), (precision, float(err.max()), float((err / lim).max()))
+    return got, err
+
+
+# n, c, h, w, o, kernel, stride, pad, dilation, groups
+CASES = [
+    (1, 3, 17, 13, 8, 3, 1, 1, 1, 1),       # RGB input: one partial channel lane
+    (2, 16, 9, 7, 13, 3, 2, 2, 2, 1),       # stride 2 dilation 2 reads one phase: gathered
+    (1, 32, 20, 20, 32, 1, 1, 0, 1, 1),     # 1x1
+    (2, 7, 13, 17, 5, 1, 1, 0, 1, 1),       # 1x1, odd channels, few outputs (half row block)
+    (1, 5, 13, 13, 7, 5, 1, 2, 1, 1),
+    (1, 4, 23, 19, 9, 7, 2, 3, 1, 1),
+    (2, 8, 11, 11, 6, 5, 2, 3, 1, 2),       # groups 2, strided
+    (1, 12, 15, 15, 12, 3, 1, 1, 1, 12),    # depthwise
+    (1, 1, 1, 1, 1, 1, 1, 0, 1, 1),         # everything 1
+    (1, 64, 31, 29, 70, 3, 1, 1, 1, 1),     # several row blocks and pixel tiles
+    (2, 10, 19, 23, 9, 3, 1, 2, 2, 1),      # implicit, dilated
+    (1, 16, 9, 300, 20, 3, 1, 1, 1, 1),     # implicit: tiles start and end mid-row
+    (1, 37, 40, 300, 24, 3, 2, 1, 1, 1),    # polyphase strip, stride 2, tiles mid-row
+    (1, 5, 19, 23, 7, 3, 3, 1, 1, 1),       # polyphase, stride 3: nine phase planes
+    (1, 8, 17, 9, 4, 1, 2, 0, 1, 1),        # 1x1 stride 2 reads one phase: gathered panels
+]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_matches_reference_within_rounding(native, rng, case, precision):
+    n, c, h, w, o, k, s, p, d, g = case
+    x, wt, b = make(rng, n, c, h, w, o, k, g)
+    _, err = check(precision, x, wt, b, s, p, d, g)
+    check(precision, x, wt, None, s, p, d, g)
+    if x.size > 1000:  # the rounding is there: not secretly fp32
+        assert err.max() > 1e-5
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("act", ACTS)
+def test_epilogue(native, rng, precision, act):
+    x, wt, b = make(rng, 2, 9, 14, 11, 10, 3)
+    residual = rng.standard_normal((2, 10, 14, 11)).astype(np.float32)
+    check(precision, x, wt, b, 1, 1, 1, 1, act, residual=residual)
+    check(precision, x, wt, b, 2, 1, 1, 1, act)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[9]], ids=["3x3", "strided", "big"])
+def test_exact_where_representable(native, rng, case):
+    """bf16: small integers are exact in bf16 and their sums in fp32, so y equals fp32 exactly.
+    int8: integer weights with max |w| = 127 per channel (scale 1) and integer activations over
+    the range (0, levels) (scale 1, zero point 0) quantise without error: y is exact too."""
+    n, c, h, w, o, k, s, p, d, g = case
+    shape_x, shape_w = (n, c, h, w), (o, c // g, k, k)
+    x = rng.integers(-8, 9, shape_x).astype(np.float32)
+    wt = rng.integers(-8, 9, shape_w).astype(np.float32)
+    want = ref.conv2d(x, wt, None, pair(s), pair(p), pair(d), g)
+    got = ops.conv2d(x, wt, None, s, p, d, g, precision="bf16")
+    np.testing.assert_array_equal(got, want)
+    levels = _kernels.conv2d_lowp_u8_levels()
+    x = rng.integers(0, levels + 1, shape_x).astype(np.float32)
+    wt = rng.integers(-127, 128, shape_w).astype(np.float32)
+    wt[:, 0, 0, 0] = 127
+    want = ref.conv2d(x, wt, None, pair(s), pair(p), pair(d), g)
+    got = ops.conv2d(x, wt, None, s, p, d, g, precision="int8", act_range=(0, levels))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_int8_calibrated_range_clamps(native, rng):
+    """With act_range, values outside it are clamped to it (not wrapped), and the layer's result
+    does not depend on this call's own min/max."""
+    x, wt, b = make(rng, 1, 8, 16, 16, 8, 3)
+    x[0, 0, 3, 3], x[0, 1, 5, 9] = 40.0, -40.0  # outliers the calibration did not see
+    check("int8", x, wt, b, 1, 1, act_range=(-3.0, 3.0))
+    conv = ops.Conv2d(wt, b, pad=1, precision="int8", act_range=(-3.0, 3.0))
+    y1 = conv(x)
+    x2 = x.copy()
+    x2[0, 0, 3, 3] = 80.0  # clamped to the same level
+    np.testing.assert_array_equal(conv(x2), y1)
+
+
+def test_packing_follows_isa(rng):
+    """One low-precision Conv2d used at every ISA level: each level gets its own packing."""
+    from a2r_edge.runtime import cpu
+    x, wt, b = make(rng, 1, 16, 12, 12, 16, 3)
+    for precision in ("bf16", "int8"):
+        conv = ops.Conv2d(wt, b, pad=1, precision=precision, act_range=(-5, 5)
+                          if precision == "int8" else None)
+        for level in cpu.available_isas():
+            with cpu.using_isa(level):
+                check(precision, x, wt, b, 1, 1, act_range=(-5, 5) if precision == "int8" else None)
+                got = conv(x)
+                want = ops.conv2d(x, wt, b, 1, 1, precision=precision,
+                                  act_range=(-5, 5) if precision == "int8" else None)
+                np.testing.assert_array_equal(got, want)
+        assert len(conv._packed) == len(cpu.available_isas())
+
+
+def test_bad_input(rng):
+    x, wt, b = make(rng, 1, 4, 8, 8, 4, 3)
+    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16', 'int8'\)"):
+        ops.Conv2d(wt, b, precision="fp16")
+    with pytest.raises(ValueError, match="act_range applies to precision='int8' only"):
+        ops.Conv2d(wt, b, precision="bf16", act_range=(0, 1))
+    for bad in [(1, 0), (0, float("nan")), (0,), "ab", 3]:
+        with pytest.raises(ValueError, match="act_range"):
+            ops.Conv2d(wt, b, precision="int8", act_range=bad)
+    x[0, 0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="x must be finite for int8"):
+        ops.conv2d(x, wt, b, precision="int8")

@@ -1,0 +1,244 @@
+"""Precision of the native plans (model/precision.py): the quality guard of the bundled model
+at bf16 and int8 against its own fp32 output on the bundled sample; "auto" never runs a stage at
+a precision whose output fails the guard (models built to fail it); calibration, fallback and
+bad input of NativeExecutor, Engine and the CLI."""
+import io
+import warnings
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from a2r_edge.engine import Engine
+from a2r_edge.model import NativeExecutor
+from a2r_edge.model import precision as prec
+from a2r_edge.runtime import cpu
+from onnx_graphs import random_graph
+from tolerances import GUARD_PSNR_DB
+
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "astronaut_toon.png"
+
+
+def one_conv_model(w, b=None):
+    """x (1, C, H, W) -> Conv(w, b, pad k//2) as an ONNX model (bytes)."""
+    o, c, k, _ = w.shape
+    inits = [numpy_helper.from_array(w.astype(np.float32), "w")]
+    ins = ["x", "w"]
+    if b is not None:
+        inits.append(numpy_helper.from_array(b.astype(np.float32), "b"))
+        ins.append("b")
+    node = helper.make_node("Conv", ins, ["y"], kernel_shape=[k, k], pads=[k // 2] * 4)
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, o, "H", "W"])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    buf = io.BytesIO()
+    onnx.save(m, buf)
+    return buf.getvalue()
+
+
+def test_guard_table_matches_the_policy():
+    """auto's guard is the one the tests hold the model to; the CLI offers the choices."""
+    from a2r_edge.apps.convert import PRECISION_CHOICES
+    assert prec.GUARD_PSNR_DB == GUARD_PSNR_DB
+    assert PRECISION_CHOICES == prec.CHOICES
+
+
+@pytest.fixture(scope="module")
+def sample():
+    img = cv2.imread(str(SAMPLE), cv2.IMREAD_COLOR)
+    assert img is not None, SAMPLE
+    return img
+
+
+@pytest.fixture(scope="module")
+def fp32_result(sample):
+    return Engine(cache_mb=0).convert(sample)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_bundled_model_keeps_the_guard(sample, fp32_result, precision):
+    if precision not in prec.runnable():
+        pytest.skip(f"{precision} does not run at {cpu.isa()}")
+    engine = Engine(cache_mb=0, precision=precision, calibration=[sample])
+    assert {e["precision"] for e in engine.precisions.values()} == {precision}
+    got = engine.convert(sample)
+    db = prec.psnr(got, fp32_result)
+    assert db >= GUARD_PSNR_DB[precision], db
+    assert np.any(got != fp32_result)  # really a different arithmetic
+    assert f"convolutions at {precision}: asked for" in engine.plan.describe()
+
+
+def test_bundled_model_auto(sample, fp32_result):
+    engine = Engine(cache_mb=0, precision="auto", calibration=[sample])
+    assert set(engine.precisions) == {"encode", "decode"}
+    text = engine.plan.describe()
+    for stage, e in engine.precisions.items():
+        assert e["precision"] in ("fp32", "bf16", "int8")
+        assert f"{stage:<12} convolutions at {e['precision']}: fastest passing" in text
+        for p, db in e["psnr"].items():
+            assert (db >= GUARD_PSNR_DB[p]) or p != e["precision"]
+    got = engine.convert(sample)
+    assert prec.psnr(got, fp32_result) >= min(GUARD_PSNR_DB.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_architectures_keep_the_guard(native, seed):
+    """Random graphs of the executor's op set (convolutions, norms, residuals, resizes...) at
+    bf16 and int8 (ranges calibrated on one input, judged on another) against their fp32."""
+    if cpu.isa() == "baseline":
+        pytest.skip("bf16/int8 need AVX2")
+    model = random_graph(seed)
+    c = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    rng = np.random.default_rng(seed)
+    calib, x = (rng.standard_normal((1, c, 24, 29)).astype(np.float32) for _ in range(2))
+    ex = NativeExecutor(model.SerializeToString())
+    want = ex.run(x).copy()
+    ranges = prec.calibrate_ranges(ex, [calib, x])
+    for p in ("bf16", "int8"):
+        ex.set_precision(p, ranges)
+        assert prec.psnr(ex.run(x), want) >= GUARD_PSNR_DB[p], (seed, p)
+
+
+def x_where(rng, c, h, w, offset=0.0, zero_first=False):
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32) + np.float32(offset)
+    if zero_first:
+        x[:, 0] = 0
+    return x
+
+
+def test_auto_never_runs_a_precision_that_fails_the_guard(rng):
+    """int8 fails (each output channel has one large weight on a silent input channel: the
+    per-channel int8 scale rounds the small weights that carry the signal to zero); bf16
+    keeps them (8 significant bits each), so auto may take bf16 or fp32 but never int8."""
+    if "int8" not in prec.runnable():
+        pytest.skip("int8 does not run here")
+    w = (rng.standard_normal((8, 8, 3, 3)) * 1e-3).astype(np.float32)
+    w[:, 0, 1, 1] = 1.0
+    ex = NativeExecutor(one_conv_model(w), precision="auto")
+    x = x_where(rng, 8, 32, 32, zero_first=True)
+    ex.run(x)
+    c = ex.choice
+    assert c["psnr"]["int8"] < GUARD_PSNR_DB["int8"], c
+    assert c["psnr"]["bf16"] >= GUARD_PSNR_DB["bf16"], c
+    assert c["precision"] != "int8" and ex.precision == c["precision"]
+    assert "failed: int8" in ex.describe()
+
+
+def test_auto_falls_back_to_fp32_when_everything_fails(rng):
+    """A large offset under a small signal: bf16 (spacing 4 near 1000) and int8 (range 0..1004)
+    both lose the signal; auto keeps fp32. (1x1: no zero-padded border to widen the range.)"""
+    w = (rng.standard_normal((1, 4, 1, 1)) * 0.1).astype(np.float32)  # one output: its range
+    ex = NativeExecutor(one_conv_model(w))
+    x = (1000 + 0.05 * rng.standard_normal((1, 4, 24, 24))).astype(np.float32)
+    c = ex.calibrate([x])
+    assert c["precision"] == "fp32", c
+    assert all(db < GUARD_PSNR_DB[p] for p, db in c["psnr"].items()), c
+    assert ex.precision == "fp32"
+
+
+def test_calibrated_ranges_and_probing(rng):
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    ex = NativeExecutor(one_conv_model(w))
+    a = rng.uniform(-2, 3, (1, 3, 16, 16)).astype(np.float32)
+    b = rng.uniform(-5, 1, (1, 3, 16, 16)).astype(np.float32)
+    ranges = prec.calibrate_ranges(ex, [a, b])
+    (lo, hi), = ranges.values()
+    assert lo == min(a.min(), b.min()) and hi == max(a.max(), b.max())
+    assert ex.precision == "fp32"  # probing leaves the executor as it was
+    ex.set_precision("int8", ranges)
+    assert ex.act_ranges == ranges and "convolutions at int8" in ex.describe((1, 3, 16, 16))
+
+
+def test_bad_precision_and_fallback(rng, monkeypatch):
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    model = one_conv_model(w)
+    for bad in ["fp16", "FP32", None, 8]:
+        with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16', "
+                                             r"'int8', 'auto'\)"):
+            NativeExecutor(model, precision=bad)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        Engine(precision="half")
+    with pytest.raises(ValueError, match="set_precision takes"):
+        NativeExecutor(model).set_precision("auto")
+    with cpu.using_isa("baseline"):  # bf16/int8 are not run at the baseline level
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ex = NativeExecutor(model, precision="int8")
+        assert ex.precision == "fp32"
+        assert len(caught) == 1 and "running fp32" in str(caught[0].message)
+        with pytest.raises(ValueError, match="strict=True refuses"):
+            NativeExecutor(model, precision="bf16", strict=True)
+
+
+def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
+    with pytest.raises(ValueError, match="needs the native backend"):
+        Engine(backend="onnxruntime", precision="bf16", strict=True, cache_mb=0)
+    with caplog.at_level("WARNING", logger="a2r_edge"):
+        engine = Engine(backend="onnxruntime", precision="int8", cache_mb=0)
+    assert engine.precisions == {}
+    assert sum("running fp32" in r.getMessage() for r in caplog.records) == 1
+
+
+# --- the generator families of tests/fixtures/generators (seeded random weights) -------------
+
+GENERATORS = {"cyclegan_resnet": (32, 48), "pix2pix_unet": (64, 32), "ugatit_light": (32, 40),
+              "animeganv2": (32, 48), "animeganv2_dynamo": (32, 48), "rrdb_x4": (16, 24),
+              "realcugan_unet": (32, 24), "ugatit_full": (24, 24)}
+# Measured at avx512_bf16 (calibrated on one crop of the sample, judged on another; at int8 a
+# level without VNNI has half the activation levels): these fall short of the
+# guard at that precision, so "auto" must not run them at it. Random-weight networks with
+# instance norms amplify the rounding; the figures are in the xfail reasons.
+BELOW_GUARD = {("ugatit_full", "bf16"): 41.3, ("cyclegan_resnet", "int8"): 38.1,
+               ("ugatit_light", "int8"): 35.7, ("animeganv2", "int8"): 25.9,
+               ("animeganv2_dynamo", "int8"): 31.6, ("ugatit_full", "int8"): 27.4}
+
+
+def sample_crop(h, w, seed):
+    """The bundled sample, a different crop per seed, shrunk to h x w, as the model's input."""
+    img = cv2.imread(str(SAMPLE), cv2.IMREAD_COLOR)
+    crop = img[37 * seed:37 * seed + 4 * h, 50:50 + 4 * w]
+    small = cv2.resize(crop, (w, h), interpolation=cv2.INTER_AREA)
+    return np.ascontiguousarray((small[:, :, ::-1].transpose(2, 0, 1)[None] / 127.5 - 1)
+                                .astype(np.float32))
+
+
+def generator(name):
+    path = Path(__file__).resolve().parent / "fixtures" / "generators" / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nodes placed on onnxruntime
+        return NativeExecutor(str(path))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_generator_families_keep_the_guard(name, precision, request):
+    if precision not in prec.runnable():
+        pytest.skip(f"{precision} does not run at {cpu.isa()}")
+    if (name, precision) in BELOW_GUARD:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            f"measured {BELOW_GUARD[name, precision]} dB < {GUARD_PSNR_DB[precision]} dB")))
+    h, w = GENERATORS[name]
+    ex = generator(name)
+    calib, x = sample_crop(h, w, 1), sample_crop(h, w, 2)
+    want = ex.run(x).copy()
+    ex.set_precision(precision, prec.calibrate_ranges(ex, [calib]))
+    assert prec.psnr(ex.run(x), want) >= GUARD_PSNR_DB[precision]
+
+
+@pytest.mark.parametrize("name", ["animeganv2", "ugatit_full", "rrdb_x4"])
+def test_auto_on_generator_families_keeps_the_guard(name):
+    """Where a precision fails the guard on the calibration pictures auto does not take it."""
+    h, w = GENERATORS[name]
+    ex = generator(name)
+    pics = [sample_crop(h, w, 1), sample_crop(h, w, 2)]
+    c = ex.calibrate(pics)
+    for p, db in c["psnr"].items():
+        if db < GUARD_PSNR_DB[p]:
+            assert c["precision"] != p, c
+    assert ex.precision == c["precision"]
