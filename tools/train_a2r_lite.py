@@ -1,4 +1,4 @@
-"""Train, export and package a2r_lite, the bundled default model (DESIGN.md §1, §9).
+"""Train, export and package a2r_lite, the bundled default model (docs/a2r_lite_training.md).
 
     python tools/train_a2r_lite.py --out /tmp/cand --resume a2r_edge/models/a2r_lite \
         --steps 1500 --lr 6e-4 --tex 2 --tex-mask 1        # candidate F of docs/a2r_lite_training.md
