@@ -46,12 +46,6 @@ def runnable() -> tuple[str, ...]:
     return ops.PRECISIONS if cpu.isa() != "baseline" else ("fp32",)
 
 
-def has_dot_units() -> bool:
-    """The CPU has AVX512_BF16 and AVX512_VNNI and the active level uses them."""
-    from .. import _kernels
-    return bool(_kernels.conv2d_lowp_has_dot()) and cpu.isa() == "avx512"
-
-
 def resolve(precision: str, strict: bool = False) -> str:
     """The precision to run: ``precision`` when this CPU runs it ("auto" as is), else fp32 with
     one warning; strict=True raises ValueError instead."""
