@@ -268,9 +268,26 @@ def drawings_table(res, label=""):
     return lines
 
 
-def strength_lines(res):
-    lines = ["| strength | pictures passing every measure | failures (measure: pictures) |",
-             "|---|---|---|"]
+def eval_toons():
+    """{set: [(toon, photo)]}: every held-out photo toonified by every recipe of the set."""
+    photos = [load_bgr(n) for n in HELD_OUT]
+    return {fam: [(tf.toonify(p, r), p) for p in photos for _, r in recipes]
+            for fam, recipes in recipe_sets().items()}
+
+
+def toon_gains(pkg, toons, strengths=STRENGTHS):
+    """{strength: {set: mean PSNR gain dB}} over the evaluation toons {set: [(toon, photo)]}."""
+    return {st: {fam: float(np.mean([psnr(pkg.convert(t, strength=st), p) - psnr(t, p)
+                                     for t, p in items])) for fam, items in toons.items()}
+            for st in strengths}
+
+
+def strength_lines(res, gains=None):
+    """The strength choice: drawings passing every artefact measure and, with gains, the
+    toonified photos' mean gain, at each strength."""
+    lines = ["| strength | pictures passing every measure | failures (measure: pictures) |"
+             + (" toons: gain dB (training family / unseen) |" if gains else ""),
+             "|---|---|---|" + ("---|" if gains else "")]
     for st, rows in res.items():
         ok = sum(1 for _, _, bad in rows if not bad)
         count = {}
@@ -278,7 +295,9 @@ def strength_lines(res):
             for b in bad:
                 count[b] = count.get(b, 0) + 1
         lines.append(f"| {st:g} | {ok} / {len(rows)} | "
-                     + (", ".join(f"{k}: {v}" for k, v in count.items()) or "none") + " |")
+                     + (", ".join(f"{k}: {v}" for k, v in count.items()) or "none") + " |"
+                     + (" " + " / ".join(f"{g:+.2f}" for g in gains[st].values()) + " |"
+                        if gains else ""))
     return lines
 
 
@@ -300,7 +319,7 @@ def drawings_pictures(outs, docs):
     print(f"docs/a2r_lite_drawings.png {shape[1]}x{shape[0]} {nbytes} bytes")
 
 
-def drawings_section(pkg, base, label, docs):
+def drawings_section(pkg, base, label, docs, toons=None):
     res, outs = drawings_eval(pkg)
     lines = ["## (c) Real drawings: artefact measures (no reference photo)", "",
              "Pictures: `python tools/fetch_eval_art.py` (Debian packages: wesnoth-1.16-data "
@@ -311,7 +330,9 @@ def drawings_section(pkg, base, label, docs):
     if base is not None:
         bres, _ = drawings_eval(base, (1.0,))
         lines += ["", f"`{label}` on the same pictures:", ""] + drawings_table(bres[1.0])
-    lines += ["", "Strength (y = input + s (output - input)):", ""] + strength_lines(res)
+    gains = toon_gains(pkg, toons) if toons else None
+    lines += ["", "Strength s (y = input + s (output - input); the package's default: "
+              f"{pkg.strength:g}):", ""] + strength_lines(res, gains)
     if docs:
         drawings_pictures(outs, docs)
     return lines
@@ -332,12 +353,13 @@ def main():
     ap.add_argument("--docs", default="docs")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--drawings-only", action="store_true",
-                    help="only the real drawings' artefact table (printed, nothing written)")
+                    help="only the real drawings' artefact table and the strength choice "
+                         "(printed, nothing written)")
     args = ap.parse_args()
     if args.drawings_only:
         base = pipe.Package(args.baseline, threads=1) if args.baseline else None
         print("\n".join(drawings_section(pipe.Package(args.model, threads=1), base,
-                                         args.baseline_label, None)))
+                                         args.baseline_label, None, eval_toons())))
         return
     os.makedirs(args.docs, exist_ok=True)
     sets = recipe_sets()
@@ -436,7 +458,7 @@ def main():
             lines += [f"`{args.baseline_label}` on the same toons: mean gain {g:+.2f} dB, "
                       f"E ratio {lo:.2f} .. {hi:.2f}."]
         lines.append("")
-    lines += drawings_section(pkg, base, args.baseline_label, args.docs) + [""]
+    lines += drawings_section(pkg, base, args.baseline_label, args.docs, eval_toons()) + [""]
     lines += ["## Reference photo (AdaIN statistics from a user's photo)", "",
               "`Engine.convert(toon, style=ref)` / `python -m a2r_edge convert --style REF`: "
               "the toon's colours move half-way to REF's (per-channel mean and std, "
