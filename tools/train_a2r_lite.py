@@ -174,7 +174,7 @@ class Decoder(nn.Module):
     def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1, upsample="shuffle", keep_colour=False):
         super().__init__()
         self.upsample = upsample
-        k = 4 if upsample == "shuffle" else 1
+        k = 1 if upsample == "linear" else 4
         self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(blocks)])
         self.u1 = conv(C3, d2 * k)     # -> d2 @ 1/2
         self.u2 = conv(d2, d1 * k)     # -> d1 @ full resolution
@@ -470,6 +470,20 @@ def drawing_loss(out, x):
     return keep + excess
 
 
+GRID_PERIOD = 4      # px: the pixel shuffles' pattern repeats every 2 or 4 pixels
+
+
+def phase_pattern(d):
+    """RMS of the fixed-phase period-GRID_PERIOD pattern of a residual d (N, C, H, W): the mean
+    of d at each phase (y mod 4, x mod 4) over the crop, less their mean. A sub-pixel layer's
+    grid is exactly such a pattern; picture content averages out over the crop's 784 samples
+    per phase (112 px crops)."""
+    n, c, h, w = d.shape
+    p = GRID_PERIOD
+    t = d[..., :h - h % p, :w - w % p].reshape(n, c, h // p, p, w // p, p).mean((2, 4))
+    return torch.sqrt((t - t.mean((2, 3), keepdim=True)).pow(2).mean() + 1e-10)
+
+
 def save_sources(path, originals, drawings, credits):
     """The source pictures (training photos by name, drawings with alpha, their credits) in one
     npz, so that a machine without the wheels or the Debian cache (a GPU box) builds the same
@@ -543,6 +557,9 @@ def main():
     ap.add_argument("--drawings", type=float, default=0.0,
                     help="weight of the preservation loss on real drawings (licence-clean "
                          "ones: tools/fetch_eval_art.py's 'train' role): drawing_loss")
+    ap.add_argument("--grid", type=float, default=0.0,
+                    help="weight of the fixed-phase pattern penalty on the residual "
+                         "(phase_pattern), toons and drawings")
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("--data-cache", default=None,
                     help="npz of the source pictures (photos, drawings): read if it exists, "
@@ -616,9 +633,8 @@ def main():
             if mod is dec:
                 if old_upsample == "shuffle" and upsample == "linear":
                     sd = shuffle_to_linear(sd)
-                if dec.keep is None:
-                    sd = {k: v for k, v in sd.items() if not k.startswith("keep.")}
-                else:   # fixed weights: always the module's own
+                sd = {k: v for k, v in sd.items() if not k.startswith("keep.")}
+                if dec.keep is not None:   # fixed weights: always the module's own
                     sd.update({f"keep.{k}": v for k, v in dec.keep.state_dict().items()})
             mod.load_state_dict(sd, strict=True)
         prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
@@ -683,6 +699,8 @@ def main():
         if args.ink_weight != 1.0:   # the toon's ink pixels count ink_weight times in the L1
             l1 = l1 * (1.0 + (args.ink_weight - 1.0) * (1.0 - free))
         loss = l1.mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
+        if args.grid > 0:
+            loss = loss + args.grid * phase_pattern(out - x)
         draw_l = torch.zeros((), device=dev)
         if args.drawings > 0:     # real drawings, as at inference (predicted statistics)
             xd = sample_drawings(drawings, rng).to(dev)
@@ -690,7 +708,10 @@ def main():
             md, sd_ = smap(*channel_stats(fd)) if smap is not None else (
                 torch.tensor(fixed_stats[0], device=dev).view(1, -1, 1, 1),
                 torch.tensor(fixed_stats[1], device=dev).view(1, -1, 1, 1))
-            draw_l = drawing_loss(xd + dec(adain(fd, md, sd_)), xd)
+            outd = xd + dec(adain(fd, md, sd_))
+            draw_l = drawing_loss(outd, xd)
+            if args.grid > 0:
+                draw_l = draw_l + args.grid * phase_pattern(outd - xd)
             loss = loss + args.drawings * draw_l
         opt.zero_grad()
         loss.backward()
@@ -735,6 +756,7 @@ def main():
                + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
                + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
                + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
+               + (f"--grid {args.grid:g} " if args.grid > 0 else "")
                + (f"--device {args.device} " if args.device != "cpu" else "")
                + f"--version {args.version}"
                + (" --resume PREVIOUS" if args.resume
@@ -746,6 +768,7 @@ def main():
                          **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
                          "upsample": upsample, "keep_colour": int(keep_colour),
                          **({"drawings": args.drawings} if args.drawings > 0 else {}),
+                         **({"grid": args.grid} if args.grid > 0 else {}),
                          "device": args.device, "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
@@ -755,7 +778,9 @@ def main():
                         + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
                         + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
                         + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
-                           "HF energy) on real drawings" if args.drawings > 0 else ""),
+                           "HF energy) on real drawings" if args.drawings > 0 else "")
+                        + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
+                           else ""),
                 "data": data_note(photos), "decoder": decoder, "upsample": upsample,
                 "keep_colour": int(keep_colour), "held_out": HELD_OUT,
                 "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
