@@ -229,7 +229,11 @@ def table(rows, base, label="old"):
 
 
 STRENGTHS = (1.0, 0.75, 0.5, 0.25)   # candidates for the engine's default strength
-DRAWING_PANELS = ("sylvie_green_normal", "sylvie_blue_giggle", "question_bg_meadow")  # Expat
+# Expat-licensed pictures of the drawings set for docs/a2r_lite_drawings.png: (name, top, left)
+# of a DRAWING_CROP crop shown at 1:1 (the grid and the lines need full resolution)
+DRAWING_PANELS = (("sylvie_green_normal", 40, 120), ("sylvie_blue_giggle", 40, 40),
+                  ("question_bg_meadow", 0, 0))
+DRAWING_CROP = 256
 
 
 def drawings_eval(pkg, strengths=STRENGTHS):
@@ -302,19 +306,13 @@ def strength_lines(res, gains=None):
 
 
 def drawings_pictures(outs, docs):
-    """docs/a2r_lite_drawings.png: input | output rows of the Expat-licensed DRAWING_PANELS
-    (the GPL pictures are measured, not redistributed)."""
+    """docs/a2r_lite_drawings.png: one row per DRAWING_PANELS crop, input | output at 1:1
+    (Expat pictures only: the GPL ones are measured, not redistributed)."""
     rows = []
-    for name in DRAWING_PANELS:
-        if name not in outs:
-            continue
+    for name, y, x in DRAWING_PANELS:
         inp, out = outs[name]
-        h = 360
-        w = int(round(inp.shape[1] * h / inp.shape[0]))
-        pair = [cv2.resize(v, (w, h), interpolation=cv2.INTER_AREA) for v in (inp, out)]
-        rows.append(np.concatenate(pair, 1))
-    width = max(r.shape[1] for r in rows)
-    rows = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows]
+        crop = np.s_[y:y + DRAWING_CROP, x:x + DRAWING_CROP]
+        rows.append(np.concatenate([inp[crop], out[crop]], 1))
     shape, nbytes = side_by_side(os.path.join(docs, "a2r_lite_drawings.png"), rows, axis=0)
     print(f"docs/a2r_lite_drawings.png {shape[1]}x{shape[0]} {nbytes} bytes")
 
