@@ -17,7 +17,9 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 """
 from __future__ import annotations
 
+import collections
 import logging
+import numbers
 import threading
 from typing import Callable, Iterable, Iterator
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from . import _settings
 from .model import package as pkg
-from .picture import fallback, roi as roi_mod, style as style_mod, tiling
+from .picture import fallback, roi as roi_mod, stages, style as style_mod, tiling
 from .picture.cache import CacheInfo, ResultCache, model_key, picture_key
 from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pixel, padded_size,
                               to_bgr)
@@ -139,22 +141,28 @@ class Engine:
     # --- public API ------------------------------------------------------------------------------
 
     def convert(self, img: np.ndarray, style: np.ndarray | None = None, *,
-                tile: int | None = None, style_colour: float | None = None) -> np.ndarray:
+                tile: int | None = None, style_colour: float | None = None,
+                strength: float | None = None) -> np.ndarray:
         """One picture: uint8 (H, W), (H, W, 3) BGR or (H, W, 4) BGRA -> the same layout, H and W
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
         the model's own target statistics in the AdaIN stage, after the picture's colour mean
         and std were moved the share style_colour (0..1; None: ``stages.STYLE_COLOUR``, half)
         of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at
-        most tile x tile pixels (default: the engine's ``tile``)."""
+        most tile x tile pixels (default: the engine's ``tile``). strength: how much of the
+        conversion is kept, 0..1: input + strength (output - input) (``stages.blend``; None: the
+        model's default, its manifest's "strength")."""
         img = as_picture(img)
         tile = tiling.check_tile(tile, self.model.stride) or self.tile
+        strength = self._strength(strength)
         stats, colour = self._reference(style, style_colour)
         box = self._box(img)
         if box is not None:
             x0, y0, x1, y1 = box
             crop = style_mod.styled(img[y0:y1, x0:x1], colour)
-            return roi_mod.paste(img, self._convert(crop, stats, tile), box)
-        return self._convert(style_mod.styled(img, colour), stats, tile)
+            out = roi_mod.paste(img, self._convert(crop, stats, tile), box)
+        else:
+            out = self._convert(style_mod.styled(img, colour), stats, tile)
+        return stages.blend(img, out, strength)
 
     def _convert(self, img: np.ndarray, stats, tile) -> np.ndarray:
         key = self._cache_key(img, stats, tile)
@@ -173,14 +181,42 @@ class Engine:
         return out
 
     def convert_batch(self, images: Iterable[np.ndarray], style: np.ndarray | None = None, *,
-                      style_colour: float | None = None) -> list[np.ndarray]:
+                      style_colour: float | None = None,
+                      strength: float | None = None) -> list[np.ndarray]:
         """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
-        return list(self._with_roi(images, lambda fr: self._stream(
-            fr, style, style_colour, cache=True)))
+        return list(self._blended(images, strength, lambda frames: self._with_roi(
+            frames, lambda fr: self._stream(fr, style, style_colour, cache=True))))
+
+    def _strength(self, strength) -> float:
+        strength = self.model.strength if strength is None else strength
+        if isinstance(strength, bool) or not isinstance(strength, numbers.Real) \
+                or not 0 <= strength <= 1:
+            raise ValueError(f"strength must be a number in [0, 1], got {strength!r}")
+        if strength != 1 and self.model.scale != 1:
+            raise ValueError(f"strength {strength:g} blends the input with the output: model "
+                             f"{self.model.name!r} changes the size (scale {self.model.scale})")
+        return float(strength)
+
+    def _blended(self, frames, strength, run):
+        """run(frames)'s results, each blended with its own input frame (``stages.blend``)."""
+        strength = self._strength(strength)
+        if strength == 1.0:
+            yield from run(frames)
+            return
+        pending = collections.deque()
+
+        def kept():
+            for frame in frames:
+                pending.append(frame)
+                yield frame
+
+        for out in run(kept()):
+            yield stages.blend(pending.popleft(), out, strength)
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
                content_stats: Callable | None = None, colour_stats: Callable | None = None,
-               style_colour: float | None = None, metrics=None) -> Iterator[np.ndarray]:
+               style_colour: float | None = None, metrics=None,
+               strength: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
@@ -189,11 +225,12 @@ class Engine:
         step, called in frame order (apps/video.py smooths both over time). Per-stage latencies of
         the current or last stream: ``latency()``. metrics: a ``runtime.metrics.StreamMetrics``
         that gets every stage time, frame and GPU fallback (Prometheus; ``metrics.serve(port)``).
+        strength: as in ``convert``.
         """
         self._metrics = metrics
-        return self._with_roi(frames, lambda fr: self._stream(
-            fr, style, style_colour, content_stats=content_stats, colour_stats=colour_stats,
-            metrics=metrics))
+        return self._blended(frames, strength, lambda frames: self._with_roi(
+            frames, lambda fr: self._stream(fr, style, style_colour, content_stats=content_stats,
+                                            colour_stats=colour_stats, metrics=metrics)))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features

@@ -83,7 +83,7 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
 def test_help_documents_the_options():
     p = cli("convert", "--help")
     assert p.returncode == 0
-    for option in ("--device", "--model", "--style", "--style-colour", "--side-by-side",
+    for option in ("--device", "--model", "--style", "--style-colour", "--strength", "--side-by-side",
                    "--overwrite", "--ray"):
         assert option in p.stdout
 

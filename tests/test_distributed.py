@@ -229,10 +229,10 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
 
     # One picture the Engine refuses: only it fails, the batch's others are converted.
     class Refuses:
-        def convert_batch(self, imgs, style=None, style_colour=None):
+        def convert_batch(self, imgs, style=None, style_colour=None, strength=None):
             raise RuntimeError("one of them is too large")
 
-        def convert(self, img, style=None, style_colour=None):
+        def convert(self, img, style=None, style_colour=None, strength=None):
             if img.shape[0] == 14:
                 raise MemoryError("too large")
             return img

@@ -26,7 +26,7 @@ from a2r_edge.model.reference import (  # noqa: E402,F401  (re-exported for the 
     MAP_RANGE, STYLE_COLOUR, PackageReference, colour_transfer, pad_to)
 
 EXECUTOR_OPS = {"Conv", "Relu", "LeakyRelu", "Sigmoid", "Mul", "Add", "Tanh", "Clip",
-                "InstanceNormalization", "DepthToSpace", "Resize", "Concat"}
+                "InstanceNormalization", "DepthToSpace", "Resize", "Concat", "Constant"}
 MEAN = np.float32(0.5)
 STD = np.float32(0.5)
 # Enhance defaults until tools/evaluate_a2r_lite.py --tune measures better ones; detail 1 = no-op.

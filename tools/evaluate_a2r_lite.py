@@ -228,6 +228,114 @@ def table(rows, base, label="old"):
     return lines
 
 
+STRENGTHS = (1.0, 0.75, 0.5, 0.25)   # candidates for the engine's default strength
+# Expat-licensed pictures of the drawings set for docs/a2r_lite_drawings.png: (name, top, left)
+# of a DRAWING_CROP crop shown at 1:1 (the grid and the lines need full resolution)
+DRAWING_PANELS = (("sylvie_green_normal", 40, 120), ("sylvie_blue_giggle", 40, 40),
+                  ("question_bg_meadow", 0, 0))
+DRAWING_CROP = 256
+
+
+def drawings_eval(pkg, strengths=STRENGTHS):
+    """Artefact measures (a2r_edge.quality.artefacts) of the package on the drawings set
+    (tools/fetch_eval_art.py, role "eval"), at each strength: {strength: [(name, measures,
+    failures)]}, and the outputs at strength 1 for pictures."""
+    from a2r_edge.quality import artefacts
+    import fetch_eval_art
+    res, outs = {s: [] for s in strengths}, {}
+    for name, bgr, alpha, _ in fetch_eval_art.load_set("eval"):
+        for st in strengths:
+            out = pkg.convert(bgr, strength=st)
+            m = artefacts.measure(bgr, out, alpha)
+            res[st].append((name, m, artefacts.failures(m)))
+            if st == 1.0:
+                outs[name] = (bgr, out)
+    return res, outs
+
+
+def drawings_table(res, label=""):
+    from a2r_edge.quality import artefacts
+    keys = list(artefacts.LIMITS)
+    lim = []
+    for k in keys:
+        lo, hi = artefacts.LIMITS[k]
+        lim.append(f"{lo:g}..{hi:g}" if lo is not None else f"<= {hi:g}")
+    lines = ["| picture | " + " | ".join(keys) + " | fails |",
+             "|---|" + "---|" * (len(keys) + 1),
+             "| *limit* | " + " | ".join(lim) + " | |"]
+    for name, m, bad in res:
+        cells = []
+        for k in keys:
+            v = m[k]
+            cells.append("n/a" if np.isnan(v) else f"{v:.3f}" + (" (!)" if k in bad else ""))
+        lines.append(f"| {name}{label} | " + " | ".join(cells) + f" | {len(bad)} |")
+    return lines
+
+
+def eval_toons():
+    """{set: [(toon, photo)]}: every held-out photo toonified by every recipe of the set."""
+    photos = [load_bgr(n) for n in HELD_OUT]
+    return {fam: [(tf.toonify(p, r), p) for p in photos for _, r in recipes]
+            for fam, recipes in recipe_sets().items()}
+
+
+def toon_gains(pkg, toons, strengths=STRENGTHS):
+    """{strength: {set: mean PSNR gain dB}} over the evaluation toons {set: [(toon, photo)]}."""
+    return {st: {fam: float(np.mean([psnr(pkg.convert(t, strength=st), p) - psnr(t, p)
+                                     for t, p in items])) for fam, items in toons.items()}
+            for st in strengths}
+
+
+def strength_lines(res, gains=None):
+    """The strength choice: drawings passing every artefact measure and, with gains, the
+    toonified photos' mean gain, at each strength."""
+    lines = ["| strength | pictures passing every measure | failures (measure: pictures) |"
+             + (" toons: gain dB (training family / unseen) |" if gains else ""),
+             "|---|---|---|" + ("---|" if gains else "")]
+    for st, rows in res.items():
+        ok = sum(1 for _, _, bad in rows if not bad)
+        count = {}
+        for _, _, bad in rows:
+            for b in bad:
+                count[b] = count.get(b, 0) + 1
+        lines.append(f"| {st:g} | {ok} / {len(rows)} | "
+                     + (", ".join(f"{k}: {v}" for k, v in count.items()) or "none") + " |"
+                     + (" " + " / ".join(f"{g:+.2f}" for g in gains[st].values()) + " |"
+                        if gains else ""))
+    return lines
+
+
+def drawings_pictures(outs, docs):
+    """docs/a2r_lite_drawings.png: one row per DRAWING_PANELS crop, input | output at 1:1
+    (Expat pictures only: the GPL ones are measured, not redistributed)."""
+    rows = []
+    for name, y, x in DRAWING_PANELS:
+        inp, out = outs[name]
+        crop = np.s_[y:y + DRAWING_CROP, x:x + DRAWING_CROP]
+        rows.append(np.concatenate([inp[crop], out[crop]], 1))
+    shape, nbytes = side_by_side(os.path.join(docs, "a2r_lite_drawings.png"), rows, axis=0)
+    print(f"docs/a2r_lite_drawings.png {shape[1]}x{shape[0]} {nbytes} bytes")
+
+
+def drawings_section(pkg, base, label, docs, toons=None):
+    res, outs = drawings_eval(pkg)
+    lines = ["## (c) Real drawings: artefact measures (no reference photo)", "",
+             "Pictures: `python tools/fetch_eval_art.py` (Debian packages: wesnoth-1.16-data "
+             "portraits, sprites and a landscape, GPL-2+; renpy-thequestion sprites and a "
+             "background, Expat; never trained on). Measures: `a2r_edge.quality.artefacts` "
+             "(output against its input; (!) outside the limit). Strength 1:", ""]
+    lines += drawings_table(res[1.0])
+    if base is not None:
+        bres, _ = drawings_eval(base, (1.0,))
+        lines += ["", f"`{label}` on the same pictures:", ""] + drawings_table(bres[1.0])
+    gains = toon_gains(pkg, toons) if toons else None
+    lines += ["", "Strength s (y = input + s (output - input); the package's default: "
+              f"{pkg.strength:g}):", ""] + strength_lines(res, gains)
+    if docs:
+        drawings_pictures(outs, docs)
+    return lines
+
+
 def summary(rows, idx_gain, idx_e):
     gain = float(np.mean([r[idx_gain] - r[2] for r in rows]))
     es = [r[idx_e] for r in rows]
@@ -242,7 +350,15 @@ def main():
     ap.add_argument("--baseline-label", default="old", help="its name in the tables")
     ap.add_argument("--docs", default="docs")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--drawings-only", action="store_true",
+                    help="only the real drawings' artefact table and the strength choice "
+                         "(printed, nothing written)")
     args = ap.parse_args()
+    if args.drawings_only:
+        base = pipe.Package(args.baseline, threads=1) if args.baseline else None
+        print("\n".join(drawings_section(pipe.Package(args.model, threads=1), base,
+                                         args.baseline_label, None, eval_toons())))
+        return
     os.makedirs(args.docs, exist_ok=True)
     sets = recipe_sets()
     pkg = pipe.Package(args.model, threads=1)
@@ -340,6 +456,7 @@ def main():
             lines += [f"`{args.baseline_label}` on the same toons: mean gain {g:+.2f} dB, "
                       f"E ratio {lo:.2f} .. {hi:.2f}."]
         lines.append("")
+    lines += drawings_section(pkg, base, args.baseline_label, args.docs, eval_toons()) + [""]
     lines += ["## Reference photo (AdaIN statistics from a user's photo)", "",
               "`Engine.convert(toon, style=ref)` / `python -m a2r_edge convert --style REF`: "
               "the toon's colours move half-way to REF's (per-channel mean and std, "

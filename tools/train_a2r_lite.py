@@ -131,28 +131,91 @@ class Encoder(nn.Module):
         return self.blocks(h)
 
 
-class Decoder(nn.Module):
-    def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1):
+LOWPASS_KERNEL = 8   # chroma low-pass of KeepLowColour: 8x8 tent weights at stride 4 (the
+LOWPASS_STRIDE = 4   # model's stride, so sizes are exact), bilinear x4 back: ~8 px cut-off
+TENT = (1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0)
+LUMA_W = (0.299, 0.587, 0.114)
+
+
+class KeepLowColour(nn.Module):
+    """d -> d - (its chroma at scales above ~8 px): the decoder's residual may change luma at
+    every scale but chroma only in fine detail (ink, band edges), so the output keeps the input's
+    low-frequency colour (issue 22: colour casts on drawings). Fixed weights, executor ops only
+    (Conv, Resize linear, Conv). Chroma = (B - Y, R - Y); the back-projection changes R, G, B
+    with Y unchanged."""
+
+    def __init__(self):
         super().__init__()
+        yr, yg, yb = LUMA_W
+        to_c = torch.tensor([[-yr, -yg, 1 - yb], [1 - yr, -yg, -yb]])
+        t = torch.tensor(TENT)
+        tent = torch.outer(t, t) / t.sum() ** 2
+        self.down = nn.Conv2d(3, 2, LOWPASS_KERNEL, LOWPASS_STRIDE,
+                              (LOWPASS_KERNEL - LOWPASS_STRIDE) // 2, bias=False)
+        self.back = nn.Conv2d(2, 3, 1, bias=False)   # minus the back-projection (Add, no Sub)
+        with torch.no_grad():
+            self.down.weight.copy_(to_c[:, :, None, None] * tent)
+            self.back.weight.copy_(-torch.tensor([[0.0, 1.0], [-yb / yg, -yr / yg], [1.0, 0.0]])
+                                   [:, :, None, None])
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, d):
+        low = Fn.interpolate(self.down(d), scale_factor=float(LOWPASS_STRIDE), mode="bilinear",
+                             align_corners=False)
+        return d + self.back(low)
+
+
+class Decoder(nn.Module):
+    """upsample "shuffle": conv to 4x channels + PixelShuffle(2) (0.1.0-0.3.0: its sub-pixel
+    phases learn different biases and leave a period-2/4 grid, issue 22); "linear": bilinear x2
+    then conv (every output pixel made by the same weights: no phase pattern)."""
+
+    def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1, upsample="shuffle", keep_colour=False):
+        super().__init__()
+        self.upsample = upsample
+        k = 1 if upsample == "linear" else 4
         self.blocks = nn.Sequential(*[ResBlock(C3) for _ in range(blocks)])
-        self.u1 = conv(C3, d2 * 4)     # -> PixelShuffle(2) = DepthToSpace CRD -> d2 @ 1/2
-        self.u2 = conv(d2, d1 * 4)     # -> d1 @ full resolution
+        self.u1 = conv(C3, d2 * k)     # -> d2 @ 1/2
+        self.u2 = conv(d2, d1 * k)     # -> d1 @ full resolution
         self.out = conv(d1, 3)
+        self.keep = KeepLowColour() if keep_colour else None
         nn.init.zeros_(self.out.weight)   # start as the identity y = x
         nn.init.zeros_(self.out.bias)
 
+    def up(self, conv_layer, h):
+        if self.upsample == "shuffle":
+            return Fn.pixel_shuffle(conv_layer(h), 2)
+        return conv_layer(Fn.interpolate(h, scale_factor=2.0, mode="bilinear", align_corners=False))
+
     def forward(self, f):
         h = self.blocks(f)
-        h = Fn.leaky_relu(Fn.pixel_shuffle(self.u1(h), 2), LEAK)
-        h = Fn.leaky_relu(Fn.pixel_shuffle(self.u2(h), 2), LEAK)
-        return self.out(h)
+        h = Fn.leaky_relu(self.up(self.u1, h), LEAK)
+        h = Fn.leaky_relu(self.up(self.u2, h), LEAK)
+        d = self.out(h)
+        return d if self.keep is None else self.keep(d)
 
 
-def conv_path(dec_blocks=N_DEC_BLOCKS):
-    """(kernel, stride, upscale) of every conv on the longest path (each residual block's two
-    convs), the global instance-norm statistics aside."""
+def shuffle_to_linear(sd):
+    """A pixel-shuffle decoder's state_dict -> the "linear" decoder's start: each sub-pixel conv's
+    4 phase filters (PixelShuffle CRD: output channel c takes input channels 4c .. 4c+3) averaged
+    into one, so the new decoder starts near the old one's phase-averaged output."""
+    out = dict(sd)
+    for name in ("u1", "u2"):
+        w, b = sd[f"{name}.weight"], sd[f"{name}.bias"]
+        out[f"{name}.weight"] = w.reshape(w.shape[0] // 4, 4, *w.shape[1:]).mean(1)
+        out[f"{name}.bias"] = b.reshape(-1, 4).mean(1)
+    return out
+
+
+def conv_path(dec_blocks=N_DEC_BLOCKS, upsample="shuffle", keep_colour=False):
+    """(kernel, stride, upscale) of every layer on the longest path (each residual block's two
+    convs; a bilinear x2 counts as a 2-tap layer at the lower resolution), the global
+    instance-norm statistics aside."""
+    up = ([(3, 1, 2)] if upsample == "shuffle" else [(2, 1, 2), (3, 1, 1)]) * 2
+    keep = [(LOWPASS_KERNEL, LOWPASS_STRIDE, 1), (2, 1, LOWPASS_STRIDE)] if keep_colour else []
     return ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
-            + [(3, 1, 1)] * (2 * dec_blocks) + [(3, 1, 2), (3, 1, 2), (3, 1, 1)])
+            + [(3, 1, 1)] * (2 * dec_blocks) + up + [(3, 1, 1)] + keep)
 
 
 def receptive_field(layers):
@@ -253,14 +316,14 @@ def to_bgr(rgb):
 FAMILIES = {"base": train_recipe, "wide": wide_recipe}   # toonify's training families
 
 
-def build_pairs(rng, photos, n_recipes=RECIPES_PER_IMAGE, family="base"):
+def build_pairs(rng, photos, n_recipes=RECIPES_PER_IMAGE, family="base", originals=None):
     """List of (toon, photo) uint8 RGB HWC: each training photo at scales 1 and 1/2 (and 1/4
     above 900 px), plus colour variants (photo recoloured BEFORE toonify), each toonified by
     n_recipes recipes drawn from the training family (FAMILIES)."""
     draw = FAMILIES[family]
     pairs = []
     for name in photos:
-        base = load_photo(name)
+        base = originals[name] if originals is not None else load_photo(name)
         gray = bool(np.all(base[..., 0] == base[..., 1]))
         variants = [base]
         if gray:   # tints: per-channel gains, so gray photos also teach colour
@@ -315,7 +378,7 @@ def _gauss_kernel(sigma):
 
 def gauss(t, sigma):
     """Separable Gaussian blur of (N, 1, H, W), reflect borders (as the metric's OpenCV blur)."""
-    k = _gauss_kernel(sigma)
+    k = _gauss_kernel(sigma).to(t.device)
     r = (len(k) - 1) // 2
     t = Fn.conv2d(Fn.pad(t, (r, r, 0, 0), mode="reflect"), k.view(1, 1, 1, -1))
     return Fn.conv2d(Fn.pad(t, (0, 0, r, r), mode="reflect"), k.view(1, 1, -1, 1))
@@ -352,6 +415,95 @@ def hf_energy_loss(out, photo, weight=None):
     if weight is None:
         return d.mean()
     return (d * weight).sum() / weight.sum().clamp_min(1.0)
+
+
+DRAW_SIGMA = 2.0    # px: the drawings' colour and tone are kept above this scale
+DRAW_SCALES = (1.0, 0.5)
+DRAW_MIN_ALPHA = 0.25   # a drawing crop must be at least this opaque (sprites on white)
+
+
+def load_drawings():
+    """[(rgb uint8, alpha float32 in [0, 1]), ...] at DRAW_SCALES, and the credits: the
+    licence-clean drawings of tools/fetch_eval_art.py (role "train"; its cache must be filled)."""
+    import fetch_eval_art
+    out, credits = [], []
+    for name, bgr, alpha, credit in fetch_eval_art.load_set("train"):
+        a = np.ones(bgr.shape[:2], np.float32) if alpha is None else alpha.astype(np.float32) / 255
+        for sc in DRAW_SCALES:
+            h, w = bgr.shape[:2]
+            size = (int(w * sc), int(h * sc))
+            im = bgr if sc == 1.0 else cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
+            aa = a if sc == 1.0 else cv2.resize(a, size, interpolation=cv2.INTER_AREA)
+            if min(im.shape[:2]) >= CROP:
+                out.append((np.ascontiguousarray(im[..., ::-1]), aa))
+        credits.append(f"{name}: {credit['licence']}, {credit['package']} {credit['version']} "
+                       f"{credit['path']}")
+    return out, credits
+
+
+def sample_drawings(drawings, rng):
+    """BATCH random crops of the drawings (flipped at random), mostly opaque ones."""
+    xs = []
+    while len(xs) < BATCH:
+        img, a = drawings[rng.randint(len(drawings))]
+        h, w = img.shape[:2]
+        for _ in range(10):
+            i, j = rng.randint(0, h - CROP + 1), rng.randint(0, w - CROP + 1)
+            if a[i:i + CROP, j:j + CROP].mean() >= DRAW_MIN_ALPHA:
+                break
+        c = pipe.to_unit(img[i:i + CROP, j:j + CROP])
+        if rng.rand() < 0.5:
+            c = c[:, :, ::-1]
+        xs.append(c.copy())
+    return torch.from_numpy(np.stack(xs))
+
+
+def drawing_loss(out, x):
+    """Preservation on real drawings (no paired photo exists): L1 of the Gaussian(DRAW_SIGMA)
+    low-pass of every channel (colour, tone, contrast kept) + the local high-frequency energy
+    the output ADDS over the input's (halos, ghost lines, grids: energy the drawing does not
+    have); removing energy (smoothing ink, bands) is free."""
+    n, c, h, w = out.shape
+    low = lambda t: gauss(t.reshape(n * c, 1, h, w), DRAW_SIGMA)  # noqa: E731
+    keep = (low(out) - low(x)).abs().mean()
+    excess = Fn.relu(local_hf_rms(out) - local_hf_rms(x)).mean()
+    return keep + excess
+
+
+GRID_PERIOD = 4      # px: the pixel shuffles' pattern repeats every 2 or 4 pixels
+
+
+def phase_pattern(d):
+    """RMS of the fixed-phase period-GRID_PERIOD pattern of a residual d (N, C, H, W): the mean
+    of d at each phase (y mod 4, x mod 4) over the crop, less their mean. A sub-pixel layer's
+    grid is exactly such a pattern; picture content averages out over the crop's 784 samples
+    per phase (112 px crops)."""
+    n, c, h, w = d.shape
+    p = GRID_PERIOD
+    t = d[..., :h - h % p, :w - w % p].reshape(n, c, h // p, p, w // p, p).mean((2, 4))
+    return torch.sqrt((t - t.mean((2, 3), keepdim=True)).pow(2).mean() + 1e-10)
+
+
+def save_sources(path, originals, drawings, credits):
+    """The source pictures (training photos by name, drawings with alpha, their credits) in one
+    npz, so that a machine without the wheels or the Debian cache (a GPU box) builds the same
+    pairs: build_pairs draws the same recipes from the same seed."""
+    arrays = {"credits": np.array(json.dumps(credits)),
+              "names": np.array(json.dumps(list(originals)))}
+    for i, img in enumerate(originals.values()):
+        arrays[f"o{i}"] = img
+    for i, (d, a) in enumerate(drawings):
+        arrays[f"d{i}"], arrays[f"a{i}"] = d, (a * 255).astype(np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+def load_sources(path):
+    z = np.load(path)
+    names = json.loads(str(z["names"]))
+    m = sum(1 for k in z.files if k[0] == "d" and k[1:].isdigit())
+    return ({n: z[f"o{i}"] for i, n in enumerate(names)},
+            [(z[f"d{i}"], z[f"a{i}"].astype(np.float32) / 255) for i in range(m)],
+            json.loads(str(z["credits"])))
 
 
 def export(enc, dec, out_dir):
@@ -395,6 +547,23 @@ def main():
     ap.add_argument("--stats-map", type=int, default=0,
                     help="1: the AdaIN target statistics are predicted from the toon's own "
                          "(StatsMap, stored in photo_stats.json) instead of fixed")
+    ap.add_argument("--upsample", choices=("shuffle", "linear"), default=None,
+                    help="decoder upsampling: PixelShuffle (0.1.0-0.3.0) or bilinear x2 + conv; "
+                         "a --resume run keeps the package's unless given (shuffle -> linear "
+                         "converts the weights: shuffle_to_linear)")
+    ap.add_argument("--keep-colour", type=int, default=None,
+                    help="1: the decoder's residual keeps the input's low-frequency chroma "
+                         "(KeepLowColour); a --resume run keeps the package's unless given")
+    ap.add_argument("--drawings", type=float, default=0.0,
+                    help="weight of the preservation loss on real drawings (licence-clean "
+                         "ones: tools/fetch_eval_art.py's 'train' role): drawing_loss")
+    ap.add_argument("--grid", type=float, default=0.0,
+                    help="weight of the fixed-phase pattern penalty on the residual "
+                         "(phase_pattern), toons and drawings")
+    ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    ap.add_argument("--data-cache", default=None,
+                    help="npz of the source pictures (photos, drawings): read if it exists, "
+                         "else written (save_sources)")
     ap.add_argument("--decoder", default=None,
                     help="BLOCKS,D2,D1: decoder residual blocks at 1/4 resolution and widths "
                          f"at 1/2 and full resolution (default {N_DEC_BLOCKS},{D2},{D1}; "
@@ -420,7 +589,20 @@ def main():
 
     t0 = time.time()
     photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}))
-    pairs = build_pairs(rng, photos, args.recipes, args.family)
+    if args.data_cache and os.path.exists(args.data_cache):
+        originals, drawings, draw_credits = load_sources(args.data_cache)
+        missing = set(photos) - set(originals)
+        if missing:
+            ap.error(f"--data-cache {args.data_cache} lacks {sorted(missing)}")
+    else:
+        originals = {name: load_photo(name) for name in photos}
+        drawings, draw_credits = load_drawings() if args.drawings > 0 else ([], [])
+        if args.data_cache:
+            save_sources(args.data_cache, originals, drawings, draw_credits)
+    pairs = build_pairs(rng, photos, args.recipes, args.family, originals)
+    if args.drawings > 0 and not drawings:
+        ap.error("--drawings: no drawings (run tools/fetch_eval_art.py, or a cache built "
+                 "without --drawings)")
     areas = np.array([t.shape[0] * t.shape[1] for t, _ in pairs], np.float64)
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
@@ -430,10 +612,15 @@ def main():
         with open(os.path.join(args.resume, "manifest.json")) as fh:
             prev = json.load(fh)["training"]
         decoder = prev.get("decoder", [N_DEC_BLOCKS, D2, D1])   # 0.1.0 predates the field
-    enc, dec = Encoder(), Decoder(*decoder)
-    params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters()))
+    old_upsample = prev.get("upsample", "shuffle") if prev else None
+    upsample = args.upsample or old_upsample or "shuffle"
+    keep_colour = bool(args.keep_colour if args.keep_colour is not None
+                       else (prev or {}).get("keep_colour", 0))
+    enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour)
+    params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters())
+                 if p.requires_grad)
     gflops = count_gflops(enc, dec)
-    rf = receptive_field(conv_path(decoder[0]))
+    rf = receptive_field(conv_path(decoder[0], upsample, keep_colour))
     print(f"params {params}, {gflops:.3f} GFLOP per 512x512 frame, receptive field {rf} px",
           flush=True)
     prev_runs = []
@@ -443,6 +630,12 @@ def main():
         for mod, name in ((enc, "encoder.onnx"), (dec, "decoder.onnx")):
             g = onnx.load(os.path.join(args.resume, name)).graph
             sd = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in g.initializer}
+            if mod is dec:
+                if old_upsample == "shuffle" and upsample == "linear":
+                    sd = shuffle_to_linear(sd)
+                sd = {k: v for k, v in sd.items() if not k.startswith("keep.")}
+                if dec.keep is not None:   # fixed weights: always the module's own
+                    sd.update({f"keep.{k}": v for k, v in dec.keep.state_dict().items()})
             mod.load_state_dict(sd, strict=True)
         prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
                                        "lr": LR}])
@@ -460,6 +653,14 @@ def main():
             t_fit = time.time()
             fit_stats_map(smap, enc, pairs)
             print(f"content map fitted in {time.time() - t_fit:.1f} s", flush=True)
+    dev = torch.device(args.device)
+    enc, dec = enc.to(dev), dec.to(dev)
+    smap = smap.to(dev) if smap is not None else None
+    fixed_stats = None
+    if args.drawings > 0 and smap is None:   # the package's fixed target, as at inference
+        with open(os.path.join(args.resume, "photo_stats.json")) as fh:
+            js = json.load(fh)
+        fixed_stats = (js["mean"], js["std"])
     opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters())
                            + (list(smap.parameters()) if smap is not None else []), lr=args.lr)
 
@@ -477,13 +678,13 @@ def main():
         frac = step / total if total is not None else elapsed / budget
         for gr in opt.param_groups:
             gr["lr"] = LR_MIN + 0.5 * (args.lr - LR_MIN) * (1 + math.cos(math.pi * frac))
-        x, y = sample_batch(pairs, rng, weights)
+        x, y = (t.to(dev) for t in sample_batch(pairs, rng, weights))
         enc.train()
         dec.train()
         f = enc(x)
         with torch.no_grad():     # target statistics: encoder(photo), no gradient through them
             m, s = channel_stats(enc(y))
-        stats_l = torch.zeros(())
+        stats_l = torch.zeros((), device=dev)
         if smap is not None:      # predicted from the toon, as at inference (or the photo's own)
             pm, ps = smap(*channel_stats(f))
             stats_l = (log_stats(pm, ps) - log_stats(m, s)).pow(2).mean()
@@ -498,25 +699,46 @@ def main():
         if args.ink_weight != 1.0:   # the toon's ink pixels count ink_weight times in the L1
             l1 = l1 * (1.0 + (args.ink_weight - 1.0) * (1.0 - free))
         loss = l1.mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
+        if args.grid > 0:
+            loss = loss + args.grid * phase_pattern(out - x)
+        draw_l = torch.zeros((), device=dev)
+        if args.drawings > 0:     # real drawings, as at inference (predicted statistics)
+            xd = sample_drawings(drawings, rng).to(dev)
+            fd = enc(xd)
+            md, sd_ = smap(*channel_stats(fd)) if smap is not None else (
+                torch.tensor(fixed_stats[0], device=dev).view(1, -1, 1, 1),
+                torch.tensor(fixed_stats[1], device=dev).view(1, -1, 1, 1))
+            outd = xd + dec(adain(fd, md, sd_))
+            draw_l = drawing_loss(outd, xd)
+            if args.grid > 0:
+                draw_l = draw_l + args.grid * phase_pattern(outd - xd)
+            loss = loss + args.drawings * draw_l
         opt.zero_grad()
         loss.backward()
         opt.step()
-        log_l.append((loss.item(), tex.item()))
+        log_l.append((loss.item(), tex.item(), draw_l.item()))
         step += 1
         if step % LOG_EVERY == 0:
             lm = np.mean(log_l[-LOG_EVERY:], 0)
             print(f"step {step} lr {opt.param_groups[0]['lr']:.2e} loss {lm[0]:.4f} tex {lm[1]:.4f} "
+                  f"drawings {lm[2]:.4f} "
                   f"{time.time() - t_train:.0f} s", flush=True)
     train_s = time.time() - t_train
     total = step
 
+    enc, dec = enc.cpu(), dec.cpu()
+    smap = smap.cpu() if smap is not None else None
+    torch.save({"enc": enc.state_dict(), "dec": dec.state_dict(),
+                "smap": smap.state_dict() if smap is not None else None},
+               os.path.join(args.out, "state.pt"))   # kept if the export below fails
     export(enc, dec, args.out)
+    os.remove(os.path.join(args.out, "state.pt"))
     # Bundled statistics: average over the training photos (scale 1, original colours) of
     # encoder(photo) per-channel mean and sqrt(var + eps).
     means, stds = [], []
     with torch.no_grad():
-        for name in photos:
-            p = pipe.pad_to(pipe.to_unit(load_photo(name))[None], 4)
+        for img in (originals[name] for name in photos):
+            p = pipe.pad_to(pipe.to_unit(img)[None], 4)
             mm, ss = channel_stats(enc(torch.from_numpy(p)))
             means.append(mm.flatten().numpy())
             stds.append(ss.flatten().numpy())
@@ -532,6 +754,10 @@ def main():
                f"--recipes {args.recipes} --family {args.family} "
                f"--extra-photos {args.extra_photos} --stats-map {args.stats_map} "
                + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
+               + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
+               + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
+               + (f"--grid {args.grid:g} " if args.grid > 0 else "")
+               + (f"--device {args.device} " if args.device != "cpu" else "")
                + f"--version {args.version}"
                + (" --resume PREVIOUS" if args.resume
                   else f" --decoder {','.join(map(str, decoder))}"))
@@ -540,15 +766,25 @@ def main():
                          "family": args.family, "extra_photos": args.extra_photos,
                          "stats_map": args.stats_map,
                          **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
-                         "command": command}]
+                         "upsample": upsample, "keep_colour": int(keep_colour),
+                         **({"drawings": args.drawings} if args.drawings > 0 else {}),
+                         **({"grid": args.grid} if args.grid > 0 else {}),
+                         "device": args.device, "command": command}]
     training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                 "steps": sum(r["steps"] for r in runs),
                 "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
                 "batch": BATCH, "crop": CROP,
                 "loss": "L1" + (f" ({args.ink_weight:g} x on ink)" if args.ink_weight != 1.0 else "")
                         + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
-                        + (" + content-map MSE on [mean, ln std]" if args.stats_map else ""),
-                "data": data_note(photos), "decoder": decoder, "held_out": HELD_OUT,
+                        + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
+                        + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
+                           "HF energy) on real drawings" if args.drawings > 0 else "")
+                        + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
+                           else ""),
+                "data": data_note(photos), "decoder": decoder, "upsample": upsample,
+                "keep_colour": int(keep_colour), "held_out": HELD_OUT,
+                "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
+                                   | set((prev or {}).get("drawings", []))),
                 "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
                 "torch": torch.__version__}
     pipe.write_manifest(args.out, receptive_field=rf, training=training, version=args.version)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
@@ -57,6 +57,9 @@ def add_parser(sub) -> None:
                    help="with --style: the share of the way each picture's colour mean and std "
                         "move to the reference's (0: its own colours, 1: the reference's; "
                         "default: half-way)")
+    p.add_argument("--strength", type=unit_number("--strength"), metavar="S",
+                   help="how much of the conversion to keep: input + S (output - input), "
+                        "0 (the input) .. 1 (the model's output); default: the model's own")
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region, pasted back feathered "
                         "(needs the optional animeface package; no face: the whole picture)")
@@ -130,15 +133,20 @@ def model_with_conventions(args: argparse.Namespace):
     return pkg.wrap_onnx(args.model, conventions.from_fields(fields, mean, std))
 
 
-def style_colour(text: str) -> float:
-    """--style-colour S: a number in [0, 1] (argparse type, shared with the video command)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"--style-colour must be a number in [0, 1], got {text!r}")
-    return value
+def unit_number(option: str) -> Callable[[str], float]:
+    """argparse type of an option taking a number in [0, 1] (shared with the video command)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value <= 1:
+            raise argparse.ArgumentTypeError(f"{option} must be a number in [0, 1], got {text!r}")
+        return value
+    return parse
+
+
+style_colour = unit_number("--style-colour")   # --style-colour S
 
 
 def colour(text: str) -> tuple[int, int, int]:
@@ -299,7 +307,8 @@ def convert_here(args: argparse.Namespace, files: list[Path],
                                                    args.side_by_side):
                     yield i, None, None
                     continue
-                out = engine.convert(img, style=style, style_colour=args.style_colour)
+                out = engine.convert(img, style=style, style_colour=args.style_colour,
+                                     strength=args.strength)
                 yield i, finish(img, out, dst_path, args.side_by_side, background), None
             except CONVERT_ERRORS as exc:  # one bad picture never stops the others
                 yield i, None, failure(src_path, exc)

@@ -103,9 +103,11 @@ class _Converter:
     an Engine that cannot be built on this node fails each picture sent here, saying why."""
 
     def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool,
-                 style_colour: float | None = None, precision: str = "fp32"):
+                 style_colour: float | None = None, precision: str = "fp32",
+                 strength: float | None = None):
         from ..engine import Engine
         self.style, self.style_colour, self.sbs, self.broken = style, style_colour, sbs, None
+        self.strength = strength
         # Kept for the actor's life: the Engine's result cache keys hash the model files.
         self._model_dir = tempfile.TemporaryDirectory(prefix="a2r_edge_model_")
         root = Path(self._model_dir.name)
@@ -151,13 +153,15 @@ class _Converter:
             return []
         try:
             return self.engine.convert_batch(imgs, style=self.style,
-                                             style_colour=self.style_colour)
+                                             style_colour=self.style_colour,
+                                             strength=self.strength)
         except picture_io.CONVERT_ERRORS:
             outs = []
             for img in imgs:
                 try:
                     outs.append(self.engine.convert(img, style=self.style,
-                                                    style_colour=self.style_colour))
+                                                    style_colour=self.style_colour,
+                                                    strength=self.strength))
                 except picture_io.CONVERT_ERRORS as exc:
                     outs.append(exc)
             return outs
@@ -225,7 +229,8 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
                                        "roi": args.roi, "style": style,
                                        "sbs": args.side_by_side,
                                        "style_colour": args.style_colour,
-                                       "precision": getattr(args, "precision", "fp32")},
+                                       "precision": getattr(args, "precision", "fp32"),
+                                       "strength": args.strength},
                 # One actor per node (Ray Data spreads actors over the nodes); the Engine
                 # sizes its threads from the node, the CPU asked for only places the actor.
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1)

@@ -15,7 +15,11 @@ Manifest (format ``a2r_edge.model/1``)::
                 {"name": "decode", "kind": "onnx", "file": "decoder.onnx", "add_input": true},
                 {"name": "enhance", "kind": "guided_filter", "radius": 2, "eps": 1e-4,
                  "detail": 1.5}],
-     "files": {"encoder.onnx": "<sha256>", ...}}
+     "files": {"encoder.onnx": "<sha256>", ...},
+     "strength": 1.0}
+
+``strength`` (optional, default 1): the share of the conversion the engine keeps by default
+(output = input + strength (model output - input)), chosen by the model's evaluation.
 
 Pixel conventions (optional ``input_range``, ``channel_order``, ``output_range``; the plain
 ONNX default RGB in [-1, 1] in and out): see ``conventions.py``.
@@ -68,6 +72,7 @@ class ModelPackage:
     std: tuple[float, float, float]
     stages: tuple[Stage, ...]
     folder: Path | None  # None for a wrapped plain ONNX file
+    strength: float = 1.0  # default share of the conversion kept (Engine.convert strength=)
 
     def stage(self, kind: str) -> Stage | None:
         return next((s for s in self.stages if s.kind == kind), None)
@@ -297,7 +302,15 @@ def load_package(folder) -> ModelPackage:
         license=str(manifest.get("license", "unknown")),
         description=str(manifest.get("description", "")), scale=scale, stride=stride,
         receptive_field=receptive_field,
-        mean=conv.mean, std=conv.std, stages=_adapted(stages, conv), folder=folder)
+        mean=conv.mean, std=conv.std, stages=_adapted(stages, conv), folder=folder,
+        strength=_strength(manifest.get("strength", 1.0)))
+
+
+def _strength(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ModelPackageError(f"manifest.json strength must be a number in [0, 1], "
+                                f"got {value!r}")
+    return float(value)
 
 
 def _adapted(stages: tuple[Stage, ...], conv: conventions.Conventions) -> tuple[Stage, ...]:

@@ -221,6 +221,7 @@ class PackageReference:
                 raise ValueError(f"{name}: sha256 mismatch")
         self.guided_filter = guided_filter
         self.stride = int(m["stride"])
+        self.strength = float(m.get("strength", 1.0))   # the engine's default strength=
         self.mean = np.asarray(m["normalization"]["mean"], np.float32).reshape(1, 3, 1, 1)
         self.std = np.asarray(m["normalization"]["std"], np.float32).reshape(1, 3, 1, 1)
         so = ort.SessionOptions()
@@ -309,10 +310,18 @@ class PackageReference:
         out = base + np.float32(detail) * (src - base)
         return np.ascontiguousarray(out.transpose(2, 0, 1)[None], dtype=np.float32)
 
-    def convert(self, bgr_u8, stats=None, enhance=None):
-        """BGR uint8 (H, W, 3) -> the converted BGR uint8 picture; stats: AdaIN target."""
+    def convert(self, bgr_u8, stats=None, enhance=None, strength=None):
+        """BGR uint8 (H, W, 3) -> the converted BGR uint8 picture; stats: AdaIN target;
+        strength s (None: the manifest's "strength", 1 if absent; the engine's strength=):
+        round(input + s (output - input)) per channel of the uint8 pictures."""
         h, w = bgr_u8.shape[:2]
-        return self.postprocess(self.forward(self.preprocess(bgr_u8), stats, enhance), h, w)
+        out = self.postprocess(self.forward(self.preprocess(bgr_u8), stats, enhance), h, w)
+        s = self.strength if strength is None else strength
+        if s == 1.0:
+            return out
+        f = np.asarray(bgr_u8, np.float32)
+        return np.clip(np.rint(f + np.float32(s) * (out.astype(np.float32) - f)), 0,
+                       255).astype(np.uint8)
 
     def convert_like(self, bgr_u8, reference_bgr_u8, enhance=None, strength=STYLE_COLOUR):
         """The conversion with a reference photo: its colours, then its AdaIN statistics."""

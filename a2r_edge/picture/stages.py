@@ -12,6 +12,21 @@ from ..model.package import AdainStats
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
+def blend(img: np.ndarray, out: np.ndarray, strength: float) -> np.ndarray:
+    """The strength setting: round(img + strength * (out - img)), per channel, for a result
+    ``out`` of the input ``img``'s layout and size (uint8; alpha is the input's in both, so it
+    stays). strength 1: out itself, 0: a copy of the input.
+
+    >>> blend(np.zeros((1, 1, 3), np.uint8), np.full((1, 1, 3), 200, np.uint8), 0.25)[0, 0]
+    array([50, 50, 50], dtype=uint8)
+    """
+    if strength == 1.0:
+        return out
+    f = img.astype(np.float32)
+    return np.clip(np.rint(f + np.float32(strength) * (out.astype(np.float32) - f)), 0,
+                   255).astype(np.uint8)
+
+
 def luma(picture: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The guide of the guided-filter stage: luma of a (1, 3, H, W) RGB picture, (H, W)."""
     _, _, h, w = picture.shape

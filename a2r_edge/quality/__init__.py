@@ -1,0 +1,1 @@
+"""Quality measures of conversions (artefacts: no-reference measures against the input)."""

@@ -1,0 +1,181 @@
+"""Real drawn and painted character art from Debian packages: a2r_lite's drawings set.
+
+    python tools/fetch_eval_art.py                 # fetch into the cache, print the credits
+    python tools/fetch_eval_art.py --list          # what is cached, with each picture's licence
+
+The pictures never enter git: `apt-get download PKG` (Debian's ordinary client, run once per
+package) into CACHE/debs, `dpkg -x` into CACHE/x, then the chosen files are copied to
+CACHE/pictures with CACHE/credits.json (package, version, path, licence as the package's
+copyright file states it, role). CACHE defaults to ~/.cache/a2r_edge/eval_art
+(A2R_EVAL_ART overrides it).
+
+Roles: "eval" pictures are measured by tools/evaluate_a2r_lite.py (artefact measures of
+a2r_edge.quality.artefacts) and never trained on; "train" pictures carry a licence that allows
+training and redistributing the weights (public domain, CC0, CC BY, MIT/Expat, BSD) and are
+used by tools/train_a2r_lite.py --drawings; GPL art is evaluation only.
+
+load_set(role) -> [(name, bgr uint8, alpha uint8 or None, credit dict)]: pictures with alpha
+are composited over white (as a sprite is usually shown); alpha is returned so that the
+measures can ignore the transparent background.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+
+CACHE = os.environ.get("A2R_EVAL_ART", os.path.expanduser("~/.cache/a2r_edge/eval_art"))
+
+WESNOTH = "wesnoth-1.16-data"
+WESNOTH_IMG = "usr/share/games/wesnoth/1.16/data/core/images/"
+QUESTION = "renpy-thequestion"
+QUESTION_IMG = "usr/share/games/renpy/the_question/game/images/"
+DEMO = "renpy-demo"
+DEMO_IMG = "usr/share/games/renpy/demo/game/images/"
+
+# (package, path inside the package, short name, kind): chosen for variety: painted portraits
+# (faces and busts, dark and bright, alpha), small pixel sprites, a landscape painting (the
+# top-edge case), anime-style sprites (alpha, half bodies), an anime background.
+EVAL = [
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/mage+female.png", "wes_mage_f", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/necromancer.png", "wes_necromancer", "painted portrait, dark, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/elves/lady.png", "wes_elf_lady", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/elves/sorceress.png", "wes_sorceress", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/dwarves/lord.png", "wes_dwarf_lord", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/peasant.png", "wes_peasant", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/undead/lich.png", "wes_lich", "painted portrait, dark, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/mage-white.png", "wes_white_mage", "painted portrait, bright, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/merfolk/priestess.png", "wes_mer_priestess", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/orcs/grunt.png", "wes_orc_grunt", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/human-loyalists/spearman.png", "wes_sprite_spearman", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/elves-wood/fighter.png", "wes_sprite_elf", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "story/landscape-castle.jpg", "wes_landscape_castle", "landscape painting"),
+    (QUESTION, QUESTION_IMG + "sylvie green normal.png", "sylvie_green_normal", "anime sprite, alpha"),
+    (QUESTION, QUESTION_IMG + "sylvie blue giggle.png", "sylvie_blue_giggle", "anime sprite, alpha"),
+    (QUESTION, QUESTION_IMG + "bg meadow.jpg", "question_bg_meadow", "anime background"),
+]
+# Training drawings: Expat (MIT) by the package's copyright file; other characters than the
+# evaluation's anime sprites (Eileen and Lucy of the Ren'Py demo).
+TRAIN = [
+    (DEMO, DEMO_IMG + "eileen happy.png", "eileen_happy", "anime sprite, alpha"),
+    (DEMO, DEMO_IMG + "eileen vhappy.png", "eileen_vhappy", "anime sprite, alpha"),
+    (DEMO, DEMO_IMG + "eileen concerned.png", "eileen_concerned", "anime sprite, alpha"),
+    (DEMO, DEMO_IMG + "lucy happy.png", "lucy_happy", "anime sprite, alpha"),
+    (DEMO, DEMO_IMG + "lucy mad.png", "lucy_mad", "anime sprite, alpha"),
+    (QUESTION, QUESTION_IMG + "bg club.jpg", "question_bg_club", "anime background"),
+    (QUESTION, QUESTION_IMG + "bg lecturehall.jpg", "question_bg_lecturehall", "anime background"),
+    (QUESTION, QUESTION_IMG + "bg uni.jpg", "question_bg_uni", "anime background"),
+]
+TRAIN_LICENCES = ("Expat", "MIT", "BSD", "CC0", "CC-BY-3.0", "CC-BY-4.0", "public-domain")
+
+
+def _run(cmd, cwd=None):
+    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+
+
+def unpacked(pkg):
+    """Folder of PKG's unpacked .deb (downloaded with apt-get on first use)."""
+    root = os.path.join(CACHE, "x", pkg)
+    if os.path.isdir(root):
+        return root
+    debs = os.path.join(CACHE, "debs")
+    os.makedirs(debs, exist_ok=True)
+    found = glob.glob(os.path.join(debs, f"{pkg}_*.deb"))
+    if not found:
+        _run(["apt-get", "download", pkg], cwd=debs)
+        found = glob.glob(os.path.join(debs, f"{pkg}_*.deb"))
+    if not found:
+        raise SystemExit(f"apt-get download {pkg} gave no .deb in {debs}")
+    _run(["dpkg", "-x", found[0], root + ".tmp"])
+    os.replace(root + ".tmp", root)
+    return root
+
+
+def version_of(pkg):
+    deb = glob.glob(os.path.join(CACHE, "debs", f"{pkg}_*.deb"))
+    return os.path.basename(deb[0]).split("_")[1].replace("%3a", ":") if deb else "?"
+
+
+def licence_of(pkg, root):
+    """The licence the package's copyright file gives for its game data. Wesnoth's file is
+    free text (GPL-2+ for all of it); Ren'Py's is machine-readable, `Files: *` -> Expat (the
+    images fall under `*`: no other stanza names them)."""
+    path = os.path.join(root, "usr/share/doc", pkg, "copyright")
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    m = re.search(r"^Files:\s*\*\s*\n(?:.+\n)*?License:\s*(\S+)", text, re.M)
+    if m:
+        return m.group(1), path
+    if re.search(r"GNU General Public License version 2\s+or at your option any later", text):
+        return "GPL-2+", path
+    raise SystemExit(f"{path}: no licence recognised; read it and add a rule")
+
+
+def fetch():
+    pics = os.path.join(CACHE, "pictures")
+    os.makedirs(pics, exist_ok=True)
+    credits = []
+    for role, items in (("eval", EVAL), ("train", TRAIN)):
+        for pkg, rel, name, kind in items:
+            root = unpacked(pkg)
+            lic, cfile = licence_of(pkg, root)
+            if role == "train" and lic not in TRAIN_LICENCES:
+                raise SystemExit(f"{name}: {lic} does not allow training the shipped weights")
+            ext = os.path.splitext(rel)[1]
+            shutil.copyfile(os.path.join(root, rel), os.path.join(pics, name + ext))
+            credits.append({"name": name, "file": name + ext, "role": role, "kind": kind,
+                            "package": pkg, "version": version_of(pkg), "path": "/" + rel,
+                            "licence": lic, "copyright_file": "/usr/share/doc/" + pkg + "/copyright"})
+    with open(os.path.join(CACHE, "credits.json"), "w") as fh:
+        json.dump(credits, fh, indent=1)
+    return credits
+
+
+def credits_list():
+    path = os.path.join(CACHE, "credits.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} missing: run python tools/fetch_eval_art.py first")
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def load_set(role="eval"):
+    """[(name, bgr uint8 HxWx3, alpha uint8 HxW or None, credit)] of the cached role's pictures;
+    alpha pictures composited over white."""
+    out = []
+    for c in credits_list():
+        if c["role"] != role:
+            continue
+        img = cv2.imread(os.path.join(CACHE, "pictures", c["file"]), cv2.IMREAD_UNCHANGED)
+        if img is None:
+            raise FileNotFoundError(f"{c['file']} unreadable: run tools/fetch_eval_art.py again")
+        alpha = None
+        if img.ndim == 2:
+            img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+        elif img.shape[2] == 4:
+            alpha = img[..., 3].copy()
+            a = alpha[..., None].astype(np.float32) / 255.0
+            img = np.round(img[..., :3] * a + 255.0 * (1 - a)).astype(np.uint8)
+        out.append((c["name"], np.ascontiguousarray(img[..., :3]), alpha, c))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--list", action="store_true", help="only list the cached set")
+    args = ap.parse_args()
+    credits = credits_list() if args.list else fetch()
+    for c in credits:
+        print(f"{c['role']:5s} {c['name']:24s} {c['licence']:7s} {c['package']} "
+              f"{c['version']} {c['path']}")
+    print(f"{len(credits)} pictures in {os.path.join(CACHE, 'pictures')}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
