@@ -34,6 +34,22 @@ static inline int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
     return 1;
 }
 
+/* Implicit GEMM's tap offsets: off[(c*kh + i)*kw + j] for c < channels (input channels, or
+ * channel lanes) is where tap (c, i, j) of column q reads, at strip[off + q], in a strip of
+ * (channels, sh, sw, srows, wq): dy = i*dil_h, dx = j*dil_w lie in phase plane
+ * (dy % sh, dx % sw) at row dy / sh, column dx / sw. */
+static inline void strip_tap_offsets(const a2r_conv2d_shape *s, int64_t channels, int64_t srows,
+                                     int64_t wq, int32_t *off) {
+    for (int64_t c = 0, kk = 0; c < channels; c++)
+        for (int64_t i = 0; i < s->kh; i++)
+            for (int64_t j = 0; j < s->kw; j++, kk++) {
+                const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
+                const int64_t plane = (c * s->stride_h + dy % s->stride_h) * s->stride_w +
+                                      dx % s->stride_w;
+                off[kk] = (int32_t)((plane * srows + dy / s->stride_h) * wq + dx / s->stride_w);
+            }
+}
+
 /* act(v) (A2R_ACT_*; alpha: leaky relu's slope) for an activation known where it is inlined,
  * so each epilogue loop gets its own branch-free body. */
 static inline float activate(float v, const int act, float alpha) {

@@ -518,15 +518,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
         float *bt = slot, *ct = slot + (bfloats + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         int32_t *off = (int32_t *)(ct + MR * g.nt);
         if (g.implicit) /* tap (ci, i, j) of column q reads strip[off + q] */
-            for (int64_t ci = 0, kk = 0; ci < g.cg; ci++)
-                for (int64_t i = 0; i < s->kh; i++)
-                    for (int64_t j = 0; j < s->kw; j++, kk++) {
-                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
-                        const int64_t plane = (ci * s->stride_h + dy % s->stride_h) * s->stride_w +
-                                              dx % s->stride_w;
-                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
-                                            dx / s->stride_w);
-                    }
+            strip_tap_offsets(s, g.cg, g.srows, g.wq, off);
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;

@@ -499,17 +499,8 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
         void *ct = slot + round_up(4 * g.strip_lanes, ALIGN);
         int32_t *off = (int32_t *)((char *)ct + round_up(4 * MR * g.nt, ALIGN));
         float *rows = (float *)((char *)off + round_up(4 * g.kd, ALIGN));
-        if (g.implicit)
-            for (int64_t cl = 0, kk = 0; cl < g.cd; cl++)
-                for (int64_t i = 0; i < s->kh; i++)
-                    for (int64_t j = 0; j < s->kw; j++, kk++)
-                    {
-                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
-                        const int64_t plane = (cl * s->stride_h + dy % s->stride_h) * s->stride_w +
-                                              dx % s->stride_w;
-                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
-                                            dx / s->stride_w);
-                    }
+        if (g.implicit) /* tap (cl, i, j) of column q reads strip[off + q] */
+            strip_tap_offsets(s, g.cd, g.srows, g.wq, off);
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
