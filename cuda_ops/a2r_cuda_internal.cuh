@@ -23,6 +23,16 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
     return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
 }
 
+/* v[u] = p[i0 + u*step] for u < N, 0 where i0 + u*step >= end. All N loads are issued before
+ * the caller uses any, so N are in flight at once (one dependent load at a time leaves a
+ * streaming kernel latency-bound). p may alias the caller's output: no __restrict__. */
+template <int N>
+__device__ __forceinline__ void load_ahead(const float *p, int64_t i0, int64_t step, int64_t end,
+                                           float (&v)[N]) {
+#pragma unroll
+    for (int u = 0; u < N; u++) v[u] = i0 + u * step < end ? p[i0 + u * step] : 0.0f;
+}
+
 /* Launch check: the launch's own error, then move on only while there is none. */
 #define A2R_LAUNCHED()                                  \
     do {                                                \

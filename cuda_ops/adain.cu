@@ -45,9 +45,7 @@ __global__ void adain_apply_kernel(const float *x, int64_t nc, int64_t hw,
         for (int64_t i0 = blockIdx.x * kApplyLoads * step + threadIdx.x; i0 < hw;
              i0 += (int64_t)gridDim.x * kApplyLoads * step) {
             float v[kApplyLoads];
-#pragma unroll
-            for (int u = 0; u < kApplyLoads; u++)
-                v[u] = i0 + u * step < hw ? xp[i0 + u * step] : 0.0f;
+            load_ahead(xp, i0, step, hw, v);
 #pragma unroll
             for (int u = 0; u < kApplyLoads; u++) {
                 float t = fmaf(v[u] - mu, a, sm);

@@ -25,9 +25,7 @@ __global__ void partial_moments_kernel(const float *__restrict__ x, int64_t nc, 
             double n = 0.0, s1 = 0.0, s2 = 0.0;
             for (int64_t i0 = b + threadIdx.x; i0 < e; i0 += kLoadsAhead * step) {
                 float v[kLoadsAhead];
-#pragma unroll
-                for (int u = 0; u < kLoadsAhead; u++)
-                    v[u] = i0 + u * step < e ? xp[i0 + u * step] : 0.0f;
+                load_ahead(xp, i0, step, e, v);
 #pragma unroll
                 for (int u = 0; u < kLoadsAhead; u++) {
                     if (i0 + u * step >= e) break;

@@ -128,6 +128,19 @@ class Pix2PixUnet(nn.Module):
 # --- U-GAT-IT ResnetGenerator (znxlwm/UGATIT-pytorch) -------------------------------------------
 
 
+def _mix_instance_layer_norm(input, rho, eps):
+    """rho * instance norm + (1 - rho) * layer norm of input (N, C, H, W), both with unbiased
+    variance; rho (1, C, 1, 1) is expanded over the batch. adaILN's and ILN's common part."""
+    in_mean, in_var = torch.mean(input, dim=[2, 3], keepdim=True), \
+        torch.var(input, dim=[2, 3], keepdim=True)
+    out_in = (input - in_mean) / torch.sqrt(in_var + eps)
+    ln_mean, ln_var = torch.mean(input, dim=[1, 2, 3], keepdim=True), \
+        torch.var(input, dim=[1, 2, 3], keepdim=True)
+    out_ln = (input - ln_mean) / torch.sqrt(ln_var + eps)
+    return rho.expand(input.shape[0], -1, -1, -1) * out_in + \
+        (1 - rho.expand(input.shape[0], -1, -1, -1)) * out_ln
+
+
 class adaILN(nn.Module):
     def __init__(self, num_features, eps=1e-5):
         super().__init__()
@@ -135,14 +148,7 @@ class adaILN(nn.Module):
         self.rho = nn.Parameter(torch.Tensor(1, num_features, 1, 1).uniform_(0.3, 1.0))
 
     def forward(self, input, gamma, beta):
-        in_mean, in_var = torch.mean(input, dim=[2, 3], keepdim=True), \
-            torch.var(input, dim=[2, 3], keepdim=True)
-        out_in = (input - in_mean) / torch.sqrt(in_var + self.eps)
-        ln_mean, ln_var = torch.mean(input, dim=[1, 2, 3], keepdim=True), \
-            torch.var(input, dim=[1, 2, 3], keepdim=True)
-        out_ln = (input - ln_mean) / torch.sqrt(ln_var + self.eps)
-        out = self.rho.expand(input.shape[0], -1, -1, -1) * out_in + \
-            (1 - self.rho.expand(input.shape[0], -1, -1, -1)) * out_ln
+        out = _mix_instance_layer_norm(input, self.rho, self.eps)
         return out * gamma.unsqueeze(2).unsqueeze(3) + beta.unsqueeze(2).unsqueeze(3)
 
 
@@ -155,14 +161,7 @@ class ILN(nn.Module):
         self.beta = nn.Parameter(torch.Tensor(1, num_features, 1, 1).uniform_(-0.1, 0.1))
 
     def forward(self, input):
-        in_mean, in_var = torch.mean(input, dim=[2, 3], keepdim=True), \
-            torch.var(input, dim=[2, 3], keepdim=True)
-        out_in = (input - in_mean) / torch.sqrt(in_var + self.eps)
-        ln_mean, ln_var = torch.mean(input, dim=[1, 2, 3], keepdim=True), \
-            torch.var(input, dim=[1, 2, 3], keepdim=True)
-        out_ln = (input - ln_mean) / torch.sqrt(ln_var + self.eps)
-        out = self.rho.expand(input.shape[0], -1, -1, -1) * out_in + \
-            (1 - self.rho.expand(input.shape[0], -1, -1, -1)) * out_ln
+        out = _mix_instance_layer_norm(input, self.rho, self.eps)
         return out * self.gamma.expand(input.shape[0], -1, -1, -1) + \
             self.beta.expand(input.shape[0], -1, -1, -1)
 

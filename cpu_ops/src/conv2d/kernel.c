@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "a2r_math.h"
+#include "conv_common.h"
 #include "simd.h"
 
 /* Path choice (a2r_conv2d_set_algo in runtime.c): A2R_CONV2D_AUTO, _DIRECT or _WINOGRAD. */
@@ -66,25 +67,6 @@ typedef struct {
     int64_t wq, phases, srows, q;
 } geometry;
 
-/* Strip rows one tile of nt columns reads: the tile starts anywhere inside a row (wq - 1),
- * spans nt - 1 more columns and a tap reaches (kw-1)*dil_w/sw phase columns to the right and
- * (kh-1)*dil_h/sh phase rows down. */
-static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t nt) {
-    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w / s->stride_w) / wq + 1 +
-           (s->kh - 1) * s->dil_h / s->stride_h;
-}
-
-/* Every phase 0..stride-1 is hit by some tap t*dil % stride, t < taps. */
-static int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
-    if (stride > taps) return 0;
-    for (int64_t ph = 0; ph < stride; ph++) {
-        int hit = 0;
-        for (int64_t t = 0; t < taps && !hit; t++) hit = t * dil % stride == ph;
-        if (!hit) return 0;
-    }
-    return 1;
-}
-
 static geometry geometry_of(const a2r_conv2d_shape *s) {
     geometry g;
     g.oh = (s->h + 2 * s->pad_h - s->dil_h * (s->kh - 1) - 1) / s->stride_h + 1;
@@ -96,7 +78,7 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
     /* Rows per weight block: MR, or MR/2 for a few output channels (a 3-channel RGB output
      * layer would leave 5 of 8 AVX-512 rows as zeros; with 4 rows, 1). */
     g.mr = g.og <= MR / 2 ? MR / 2 : MR;
-    g.og_pad = (g.og + g.mr - 1) / g.mr * g.mr;
+    g.og_pad = round_up(g.og, g.mr);
     g.direct = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                s->pad_h == 0 && s->pad_w == 0;
     g.depthwise = g.cg == 1 && g.og == 1;
@@ -177,11 +159,6 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
         micro_kernel(MR / 2, g->k, a, b, off, ldb, c, ldc);
 }
 
-/* First o >= 0 with o*stride + offset >= 0, i.e. ceil(-offset / stride). */
-static inline int64_t first_valid(int64_t offset, int64_t stride) {
-    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-}
-
 /* dst[t] = src[t*S]; inlined with a constant S so stride 1 and 2 vectorise. */
 static inline void gather(float *restrict dst, const float *restrict src, int64_t n,
                           const int64_t S) {
@@ -246,16 +223,6 @@ static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *re
                 }
             }
         }
-    }
-}
-
-/* act(v) for an activation known where it is inlined (each epilogue loop gets its own). */
-static inline float activate(float v, const int act, float alpha) {
-    switch (act) {
-    case A2R_ACT_RELU: return v > 0.0f ? v : 0.0f;
-    case A2R_ACT_LEAKY_RELU: return v >= 0.0f ? v : alpha * v;
-    case A2R_ACT_SILU: return a2r_silu1(v);
-    default: return v;
     }
 }
 
@@ -551,15 +518,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
         float *bt = slot, *ct = slot + (bfloats + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         int32_t *off = (int32_t *)(ct + MR * g.nt);
         if (g.implicit) /* tap (ci, i, j) of column q reads strip[off + q] */
-            for (int64_t ci = 0, kk = 0; ci < g.cg; ci++)
-                for (int64_t i = 0; i < s->kh; i++)
-                    for (int64_t j = 0; j < s->kw; j++, kk++) {
-                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
-                        const int64_t plane = (ci * s->stride_h + dy % s->stride_h) * s->stride_w +
-                                              dx % s->stride_w;
-                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
-                                            dx / s->stride_w);
-                    }
+            strip_tap_offsets(s, g.cg, g.srows, g.wq, off);
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;

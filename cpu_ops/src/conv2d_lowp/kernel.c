@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "a2r_math.h"
+#include "conv_common.h"
 #include "lowp_simd.h"
 
 #define B_TILE_BYTES (192 * 1024) /* gathered panels stay in L2 next to the weights */
@@ -41,32 +42,6 @@ typedef struct {
     int64_t strip_lanes, slot; /* slot: bytes per thread */
     int implicit, int8;
 } geometry;
-
-static inline int64_t first_valid(int64_t offset, int64_t stride) {
-    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-}
-
-/* Strip rows (per phase plane) one tile of nt columns reads: it starts anywhere inside a row
- * (wq - 1), spans nt - 1 more columns, and a tap reaches (kw-1)*dil_w/sw phase columns right
- * and (kh-1)*dil_h/sh phase rows down. */
-static int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t nt) {
-    return (wq - 1 + nt - 1 + (s->kw - 1) * s->dil_w / s->stride_w) / wq + 1 +
-           (s->kh - 1) * s->dil_h / s->stride_h;
-}
-
-/* Every phase 0..stride-1 is read by some tap t*dil % stride, t < taps (else the polyphase
- * strip would convert planes nobody reads: a 1x1 stride-2 conv reads one of four). */
-static int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {
-    if (stride > taps) return 0;
-    for (int64_t ph = 0; ph < stride; ph++) {
-        int hit = 0;
-        for (int64_t t = 0; t < taps && !hit; t++) hit = t * dil % stride == ph;
-        if (!hit) return 0;
-    }
-    return 1;
-}
-
-static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
     geometry g;
@@ -397,15 +372,6 @@ static inline void block_kernel(const geometry *g, const uint32_t *a, const uint
 
 /* ---- epilogue ---- */
 
-static inline float activate(float v, const int act, float alpha) {
-    switch (act) {
-    case A2R_ACT_RELU: return v > 0.0f ? v : 0.0f;
-    case A2R_ACT_LEAKY_RELU: return v >= 0.0f ? v : alpha * v;
-    case A2R_ACT_SILU: return a2r_silu1(v);
-    default: return v;
-    }
-}
-
 /* y[t] = act(c[t] * scale + shift + r[t]), t < n; c is fp32 (bf16) or int32 (int8: c - cz,
  * cz = zp * sum qw exact in int32, times the dequantisation factor). r may be NULL. */
 #define EPILOGUE_PASS(ACT, CVAL)                                                              \
@@ -533,17 +499,8 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
         void *ct = slot + round_up(4 * g.strip_lanes, ALIGN);
         int32_t *off = (int32_t *)((char *)ct + round_up(4 * MR * g.nt, ALIGN));
         float *rows = (float *)((char *)off + round_up(4 * g.kd, ALIGN));
-        if (g.implicit)
-            for (int64_t cl = 0, kk = 0; cl < g.cd; cl++)
-                for (int64_t i = 0; i < s->kh; i++)
-                    for (int64_t j = 0; j < s->kw; j++, kk++)
-                    {
-                        const int64_t dy = i * s->dil_h, dx = j * s->dil_w;
-                        const int64_t plane = (cl * s->stride_h + dy % s->stride_h) * s->stride_w +
-                                              dx % s->stride_w;
-                        off[kk] = (int32_t)((plane * g.srows + dy / s->stride_h) * g.wq +
-                                            dx / s->stride_w);
-                    }
+        if (g.implicit) /* tap (cl, i, j) of column q reads strip[off + q] */
+            strip_tap_offsets(s, g.cd, g.srows, g.wq, off);
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;

@@ -4,17 +4,13 @@
 #include <string.h>
 
 #include "a2r_isa.h"
+#include "conv_common.h"
 
 /* dst[o] = src[o*S] for o < n. Inlined with a constant S the loads become one vector load group
  * (S = 2: even lanes via a shuffle); the generic S is scalar. */
 static inline void gather_row(float *restrict dst, const float *restrict src, int64_t n,
                               const int64_t S) {
     for (int64_t o = 0; o < n; o++) dst[o] = src[o * S];
-}
-
-/* First output index o >= 0 with o*stride + offset >= 0, i.e. ceil(-offset / stride). */
-static inline int64_t first_valid(int64_t offset, int64_t stride) {
-    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
 }
 
 void A2R_KERNEL(a2r_im2col)(const float *restrict x, int64_t c, int64_t h, int64_t w,
