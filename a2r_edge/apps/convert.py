@@ -31,6 +31,16 @@ EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 
 
+def add_placement_options(p: argparse.ArgumentParser) -> None:
+    """--device and --precision, as convert and video take them."""
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
+                   help="where to run (default: auto = the plan's choice)")
+    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
+                   help="convolution precision of the native stages: fp32 (default), bf16, "
+                        "int8, or auto (per stage the fastest that keeps the quality guard "
+                        "against fp32)")
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "convert", help="convert anime-style pictures into photo-realistic ones",
@@ -41,12 +51,7 @@ def add_parser(sub) -> None:
                    help="picture files or folders (" + ", ".join(EXTENSIONS) + ")")
     p.add_argument("-o", "--output", required=True, metavar="OUTPUT",
                    help="output file (one input file) or folder (created if missing)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
-                   help="where to run (default: auto = the plan's choice)")
-    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
-                   help="convolution precision of the native stages: fp32 (default), bf16, "
-                        "int8, or auto (per stage the fastest that keeps the quality guard "
-                        "against fp32)")
+    add_placement_options(p)
     p.add_argument("--model", metavar="PATH",
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")

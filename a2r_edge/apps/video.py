@@ -38,7 +38,7 @@ from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
 from . import one_line_warnings
-from .convert import PRECISION_CHOICES, check_style_options, style_colour
+from .convert import add_placement_options, check_style_options, style_colour
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
 
@@ -269,16 +269,11 @@ def parser() -> argparse.ArgumentParser:
                    help="show the frames with an fps overlay (needs an OpenCV with a GUI; the "
                         "headless wheel this package installs has none: use --output)")
     p.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
-                   help="where to run (default: auto = the plan's choice)")
+    add_placement_options(p)
     p.add_argument("--size", type=_size, metavar="WxH",
                    help="convert at this size (the camera is asked for it; output keeps the "
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
-    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
-                   help="convolution precision of the native stages: fp32 (default), bf16, "
-                        "int8, or auto (per stage the fastest that keeps the quality guard "
-                        "against fp32)")
     p.add_argument("--style", metavar="REF_PHOTO",
                    help="a reference photo: each frame's colours move towards its colours "
                         "(--style-colour), and its statistics steer the AdaIN stage (as "
