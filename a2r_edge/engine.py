@@ -1,12 +1,5 @@
-"""The Engine: a model package, a plan, and the parts that take one picture through it.
-
-It composes (docs/architecture.md): ``picture.forward`` (prepare -> features -> network ->
-finish on recycled buffers), ``picture.cache`` (the result cache), ``picture.fallback`` (GPU ->
-smaller tiles -> CPU), ``picture.style`` (a reference photo), ``picture.tiling`` (large pictures
-in tiles with the statistics of the whole), ``picture.roi`` (only a region), and
-``runtime.pipeline`` (streams: prepare, network and finish of successive frames overlap on three
-threads). ``runtime.runners`` makes the ONNX stages' runners on the backends
-``runtime.scheduler``'s plans choose.
+"""The Engine: a model package, a plan, and the parts that take one picture through it (the
+facade over picture/ and runtime/; who does what: docs/architecture.md, "The way of one picture").
 
 Allocations per picture in steady state (same size, BGR, native backend): the returned array
 and a few arrays of C floats (channel statistics); everything else is a recycled buffer
@@ -18,9 +11,7 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 from __future__ import annotations
 
 import collections
-import logging
 import numbers
-import threading
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -31,18 +22,12 @@ from .picture import fallback, roi as roi_mod, stages, style as style_mod, tilin
 from .picture.cache import CacheInfo, ResultCache, model_key, picture_key
 from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pixel, padded_size,
                               to_bgr)
+from .picture.precision_setup import choose_precisions
+from .runtime import stream as stream_mod
 from .runtime.pipeline import Pipeline
 from .runtime.runners import StageRunners
 from .runtime.measure import model_digest
 from .runtime.scheduler import make_plan
-
-# Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
-# after it is still busy; more only adds latency and memory.
-_DEPTH = 2
-log = logging.getLogger("a2r_edge")
-# Frames in flight in a stream (each holds one slot of buffers, 7.75 MiB at 512^2): one per
-# stage is all the overlap three stages can use; more would only sit in queues.
-_IN_FLIGHT = 3
 
 
 class Engine:
@@ -58,22 +43,19 @@ class Engine:
     animeface detector) or a function BGR picture -> box (x0, y0, x1, y1) or None: only the box
     is converted and pasted back with a feathered edge; no box, the whole picture.
     strict: a failing GPU stage raises instead of falling back (out of memory -> smaller tiles
-    -> the CPU, each step logged on the "a2r_edge" logger). The fallback chain is in place for
-    the GPU runner to come (``_attach_gpu``); today only tests attach one. It also makes a
-    native ONNX stage with a node the native executor cannot run raise UnsupportedOpError
-    instead of running that node (or the stage) on onnxruntime.
+    -> the CPU, each step logged on the "a2r_edge" logger; only tests attach a GPU runner yet,
+    ``_attach_gpu``), and a native ONNX stage with a node the native executor cannot run raises
+    UnsupportedOpError instead of running that node on onnxruntime.
+    precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto"
+    (per stage the fastest that keeps the quality guard against fp32; model/precision.py),
+    measured on ``calibration`` (uint8 BGR pictures; default: the bundled sample) at
+    construction. ``precisions`` and plan.describe() say what each stage runs at and why. A
+    precision this machine or backend cannot run falls back to fp32 with one warning
+    (strict=True: ValueError); an unknown one is a ValueError.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
-    finishing pictures overlap.
-    Plans: ``plan`` (the lowest latency) runs single pictures, ``stream_plan`` (the most frames
-    per second) runs convert_batch and stream; on a CPU-only machine they agree.
-    precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto":
-    per stage the fastest precision whose output keeps the quality guard against fp32 on the
-    calibration pictures (model/precision.py). int8 ranges and auto's choices are measured on
-    ``calibration`` (uint8 BGR pictures; default: the bundled sample) at construction and kept
-    in the cache folder for this model and machine. ``precisions`` and plan.describe() say what
-    each stage runs at and why. A precision this machine or backend cannot run falls back to
-    fp32 with one warning (strict=True: ValueError); an unknown one is a ValueError. (Tiled
-    conversion's whole-picture-statistics variants of a stage run at fp32.)
+    finishing pictures overlap. ``plan`` (the lowest latency) runs single pictures,
+    ``stream_plan`` (the most frames per second) runs convert_batch and stream (on a
+    CPU-only machine they agree).
     """
 
     def __init__(self, model=None, device: str = "auto", *, backend: str | None = None,
@@ -170,12 +152,7 @@ class Engine:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-        slot = self._prepare(img, tile, stats)
-        try:
-            self._network(slot, tile, stats)
-            out = self._forward.finish(slot)
-        finally:
-            self._release(slot)
+        out = self._convert_uncached(img, tile, stats)
         if key is not None:
             self._cache.put(key, out)
         return out
@@ -184,8 +161,8 @@ class Engine:
                       style_colour: float | None = None,
                       strength: float | None = None) -> list[np.ndarray]:
         """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
-        return list(self._blended(images, strength, lambda frames: self._with_roi(
-            frames, lambda fr: self._stream(fr, style, style_colour, cache=True))))
+        return list(self._blended(images, strength, lambda frames: stream_mod.with_roi(
+            frames, self._roi, lambda fr: self._stream(fr, style, style_colour, cache=True))))
 
     def _strength(self, strength) -> float:
         strength = self.model.strength if strength is None else strength
@@ -218,7 +195,7 @@ class Engine:
                style_colour: float | None = None, metrics=None,
                strength: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
-        network, postprocess; at most ``_DEPTH`` frames wait between two of them). No result
+        network, postprocess; at most ``runtime.stream.DEPTH`` frames wait between two of them). No result
         cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use; colour_stats: the same for
         each frame's own colour statistics (``stages.colour_moments``) before style='s colour
@@ -228,8 +205,8 @@ class Engine:
         strength: as in ``convert``.
         """
         self._metrics = metrics
-        return self._blended(frames, strength, lambda frames: self._with_roi(
-            frames, lambda fr: self._stream(fr, style, style_colour, content_stats=content_stats,
+        return self._blended(frames, strength, lambda frames: stream_mod.with_roi(
+            frames, self._roi, lambda fr: self._stream(fr, style, style_colour, content_stats=content_stats,
                                             colour_stats=colour_stats, metrics=metrics)))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -298,6 +275,13 @@ class Engine:
         if slot.key is not None:
             self._pool.release(slot)
 
+    def _finish(self, slot: Slot) -> np.ndarray:
+        """The slot's result; the slot released (also when finishing raises)."""
+        try:
+            return self._forward.finish(slot)
+        finally:
+            self._release(slot)
+
     def _recover(self, fault, img, tile, stats) -> np.ndarray:
         """The picture converted anew after a GPU fault (``fallback.recover``). (A stream's
         content_stats smoothing does not apply to a recovered frame.)"""
@@ -338,98 +322,34 @@ class Engine:
         box = self._roi(to_bgr(img))
         return None if box is None else roi_mod.clip(box, img.shape)
 
-    def _with_roi(self, frames, run):
-        """run(frames), or with roi= run(their regions), each result pasted back."""
-        if self._roi is None:
-            return run(frames)
-        return roi_mod.each_region(frames, self._roi, run, as_picture, to_bgr)
-
     def _stream(self, frames, style, strength, cache=False, content_stats=None,
                 colour_stats=None, metrics=None):
-        stats, colour = self._reference(style, strength)
+        stats, colour = self._reference(style, strength)  # at the first frame, as a generator
         tile = self.tile
-        slots = threading.BoundedSemaphore(_IN_FLIGHT)
+        yield from stream_mod.run(
+            frames, colour=colour, colour_stats=colour_stats, cache=self._cache,
+            cache_key=(lambda frame: self._cache_key(frame, stats, tile)) if cache else None,
+            prepare=lambda frame, key: self._prepare(frame, tile, stats, cache_key=key),
+            network=lambda slot: self._network(slot, tile, stats, content_stats,
+                                               self._stream_runners),
+            finish=self._finish, metrics=metrics, started=self._started)
 
-        def prep(item):
-            i, frame = item
-            frame = style_mod.styled(as_picture(frame, f"frame {i}"), colour, colour_stats)
-            key = self._cache_key(frame, stats, tile) if cache else None
-            hit = self._cache.get(key) if key is not None else None
-            if hit is not None:
-                slot = Slot(None)
-                slot.done = hit
-                return slot
-            return self._prepare(frame, tile, stats, cache_key=key)
-
-        def network(slot):
-            self._network(slot, tile, stats, content_stats, self._stream_runners)
-            return slot
-
-        def post(slot):
-            key = slot.cache_key
-            try:
-                out = self._forward.finish(slot)
-            finally:
-                self._release(slot)
-                slots.release()
-            if key is not None:
-                self._cache.put(key, out)
-            return out
-
-        pipe = Pipeline([("preprocess", prep), ("network", network), ("postprocess", post)],
-                        depth=_DEPTH, observe=metrics.observe if metrics is not None else None)
-
-        def gated():  # a frame enters only when a slot is free (outside the timed stages)
-            for item in enumerate(frames):
-                while not slots.acquire(timeout=0.05):
-                    if pipe.stopping():
-                        return
-                yield item
-
+    def _started(self, pipe: Pipeline) -> None:
         self._pipe = pipe
-        if metrics is None:
-            yield from pipe.run(gated())
-            return
-        for out in pipe.run(gated()):
-            metrics.frame_done()
-            yield out
 
     # --- settings ----------------------------------------------------------------------------------
 
     def _set_precision(self, precision, calibration) -> dict:
-        """Put the native stages at ``precision`` (see the class); returns {stage: entry of
-        model.precision.plan_stages} and notes each choice in the plans' descriptions."""
-        from .model import precision as prec
-        precision = prec.resolve(precision, self.strict)
-        executors = self._stage_runners.executors
-        if precision != "fp32" and not executors:
-            msg = f"precision {precision!r} needs the native backend; no stage runs on it"
-            if self.strict:
-                raise ValueError(msg + " (strict=True refuses the fp32 fallback)")
-            log.warning("%s: running fp32", msg)
-            precision = "fp32"
-        if precision == "fp32":
-            return {}
-        pictures = [as_picture(p, "calibration picture") for p in
-                    (calibration if calibration is not None else prec.calibration_pictures())]
-        order = [s.name for s in self.model.stages if s.name in executors]
-        inputs: dict[str, list] = {name: [] for name in order}
-        runners = self._forward.runners  # the single-picture plan's, by stage
-        saved, cache, self._cache = dict(runners), self._cache, None  # nothing cached meanwhile
+        """Put the native stages at ``precision`` (``picture.precision_setup``); returns the
+        choices and notes them in the plans' descriptions."""
+        cache, self._cache = self._cache, None  # nothing cached while calibrating
         try:
-            for name in order:  # record each stage's inputs on the pictures at fp32
-                runners[name] = (lambda x, name=name, run=saved[name]:
-                                 inputs[name].append(x.copy()) or run(x))
-            for p in pictures:
-                self.convert(p)
-            runners.update(saved)
-            stored_at = prec.store_path(model_digest(self.model.stages))
-            chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
-                                      lambda: [self.convert(p) for p in pictures], precision,
-                                      prec.load(stored_at, precision))
-            prec.store(stored_at, precision, chosen)
+            chosen = choose_precisions(
+                precision, strict=self.strict, executors=self._stage_runners.executors,
+                stage_names=[s.name for s in self.model.stages], runners=self._forward.runners,
+                convert=self.convert, calibration=calibration,
+                model_digest=lambda: model_digest(self.model.stages))
         finally:
-            runners.update(saved)
             self._cache = cache
         self.plan = self.plan.with_precisions(chosen)
         self.stream_plan = self.stream_plan.with_precisions(chosen)

@@ -1,0 +1,56 @@
+"""The precision of a model's native stages, chosen at construction (``Engine(precision=...)``).
+
+Each native stage's inputs are recorded on the calibration pictures at fp32, then
+``model.precision.plan_stages`` picks per stage the fastest precision that keeps the quality
+guard; the choices are kept in the cache folder for this model and machine.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ..model import precision as prec
+from .forward import as_picture
+
+log = logging.getLogger("a2r_edge")
+
+
+def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: list[str],
+                      runners: dict, convert: Callable, calibration, model_digest: Callable[[], str]) -> dict:
+    """{stage: entry of model.precision.plan_stages} for ``precision`` ({} for fp32).
+
+    executors: {stage: native executor}; stage_names: the model's stages in order; runners: the
+    forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
+    convert: picture -> converted picture through those runners (nothing cached);
+    calibration: uint8 BGR pictures or None (the bundled sample); model_digest: () -> the
+    stages' digest naming the stored choices (asked only when calibrating). A precision no native stage can run falls back to fp32
+    with one warning (strict: ValueError)."""
+    precision = prec.resolve(precision, strict)
+    if precision != "fp32" and not executors:
+        msg = f"precision {precision!r} needs the native backend; no stage runs on it"
+        if strict:
+            raise ValueError(msg + " (strict=True refuses the fp32 fallback)")
+        log.warning("%s: running fp32", msg)
+        precision = "fp32"
+    if precision == "fp32":
+        return {}
+    pictures = [as_picture(p, "calibration picture") for p in
+                (calibration if calibration is not None else prec.calibration_pictures())]
+    order = [name for name in stage_names if name in executors]
+    inputs: dict[str, list] = {name: [] for name in order}
+    saved = dict(runners)
+    try:
+        for name in order:  # record each stage's inputs on the pictures at fp32
+            runners[name] = (lambda x, name=name, run=saved[name]:
+                             inputs[name].append(x.copy()) or run(x))
+        for p in pictures:
+            convert(p)
+        runners.update(saved)
+        stored_at = prec.store_path(model_digest())
+        chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
+                                  lambda: [convert(p) for p in pictures], precision,
+                                  prec.load(stored_at, precision))
+        prec.store(stored_at, precision, chosen)
+    finally:
+        runners.update(saved)
+    return chosen
