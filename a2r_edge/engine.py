@@ -10,8 +10,6 @@ and a few arrays of C floats (channel statistics); everything else is a recycled
 """
 from __future__ import annotations
 
-import collections
-import numbers
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -25,7 +23,7 @@ from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pix
 from .picture.precision_setup import choose_precisions
 from .runtime import stream as stream_mod
 from .runtime.pipeline import Pipeline
-from .runtime.runners import StageRunners
+from .runtime.runners import StageRunners, backend_for_custom_ops
 from .runtime.measure import model_digest
 from .runtime.scheduler import make_plan
 
@@ -73,7 +71,7 @@ class Engine:
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)
-        backend = self._backend_for_custom_ops(backend, runners.unsupported)
+        backend = backend_for_custom_ops(self.model.stages, backend, runners.unsupported)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, runners.unsupported)
         self.stream_plan = make_plan(self.model.stages, device, backend, runners.unsupported,
@@ -101,25 +99,6 @@ class Engine:
         self._metrics = None  # the last stream's StreamMetrics (GPU fallbacks are counted there)
         self.precisions = self._set_precision(precision, calibration)
 
-    def _backend_for_custom_ops(self, backend, unsupported: dict) -> str | None:
-        """A stage with a node onnxruntime has no kernel for (the a2r AdaIN stage as one node,
-        com.a2r_edge::AdaIN) runs natively: backend None becomes "native"; ValueError when
-        onnxruntime is asked for, or another stage needs it."""
-        from .runtime.ort import unrunnable_ops
-        blocked = {s.name: unrunnable_ops(s.params["file"]) for s in self.model.stages
-                   if s.kind == "onnx"}
-        blocked = {name: ops for name, ops in blocked.items() if ops}
-        if not blocked or backend == "native":
-            return backend
-        name, ops = next(iter(blocked.items()))
-        if backend == "onnxruntime" or unsupported:
-            why = ("backend='onnxruntime' was asked for" if backend == "onnxruntime" else
-                   f"stage {next(iter(unsupported))!r} needs onnxruntime: "
-                   f"{next(iter(unsupported.values()))}")
-            raise ValueError(f"stage {name!r} uses {', '.join(ops)}, which only the native "
-                             f"executor runs, but {why}")
-        return "native"
-
     # --- public API ------------------------------------------------------------------------------
 
     def convert(self, img: np.ndarray, style: np.ndarray | None = None, *,
@@ -135,7 +114,7 @@ class Engine:
         model's default, its manifest's "strength")."""
         img = as_picture(img)
         tile = tiling.check_tile(tile, self.model.stride) or self.tile
-        strength = self._strength(strength)
+        strength = stages.check_strength(self.model, strength)
         stats, colour = self._reference(style, style_colour)
         box = self._box(img)
         if box is not None:
@@ -161,42 +140,17 @@ class Engine:
                       style_colour: float | None = None,
                       strength: float | None = None) -> list[np.ndarray]:
         """A list of pictures -> the list of results, same order (pipelined, result cache on)."""
-        return list(self._blended(images, strength, lambda frames: stream_mod.with_roi(
-            frames, self._roi, lambda fr: self._stream(fr, style, style_colour, cache=True))))
-
-    def _strength(self, strength) -> float:
-        strength = self.model.strength if strength is None else strength
-        if isinstance(strength, bool) or not isinstance(strength, numbers.Real) \
-                or not 0 <= strength <= 1:
-            raise ValueError(f"strength must be a number in [0, 1], got {strength!r}")
-        if strength != 1 and self.model.scale != 1:
-            raise ValueError(f"strength {strength:g} blends the input with the output: model "
-                             f"{self.model.name!r} changes the size (scale {self.model.scale})")
-        return float(strength)
-
-    def _blended(self, frames, strength, run):
-        """run(frames)'s results, each blended with its own input frame (``stages.blend``)."""
-        strength = self._strength(strength)
-        if strength == 1.0:
-            yield from run(frames)
-            return
-        pending = collections.deque()
-
-        def kept():
-            for frame in frames:
-                pending.append(frame)
-                yield frame
-
-        for out in run(kept()):
-            yield stages.blend(pending.popleft(), out, strength)
+        return list(stages.blend_each(self.model, images, strength, lambda frames: (
+            stream_mod.with_roi(frames, self._roi, lambda fr: self._stream(
+                fr, style, style_colour, cache=True)))))
 
     def stream(self, frames: Iterable[np.ndarray], style: np.ndarray | None = None, *,
                content_stats: Callable | None = None, colour_stats: Callable | None = None,
                style_colour: float | None = None, metrics=None,
                strength: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
-        network, postprocess; at most ``runtime.stream.DEPTH`` frames wait between two of them). No result
-        cache (video frames do not repeat). content_stats: a function (mean, std) -> (mean, std)
+        network, postprocess; ``runtime.stream``). No result cache (video frames do not
+        repeat). content_stats: a function (mean, std) -> (mean, std)
         applied to each frame's AdaIN content statistics before use; colour_stats: the same for
         each frame's own colour statistics (``stages.colour_moments``) before style='s colour
         step, called in frame order (apps/video.py smooths both over time). Per-stage latencies of
@@ -205,9 +159,10 @@ class Engine:
         strength: as in ``convert``.
         """
         self._metrics = metrics
-        return self._blended(frames, strength, lambda frames: stream_mod.with_roi(
-            frames, self._roi, lambda fr: self._stream(fr, style, style_colour, content_stats=content_stats,
-                                            colour_stats=colour_stats, metrics=metrics)))
+        return stages.blend_each(self.model, frames, strength, lambda frames: (
+            stream_mod.with_roi(frames, self._roi, lambda fr: self._stream(
+                fr, style, style_colour, content_stats=content_stats,
+                colour_stats=colour_stats, metrics=metrics))))
 
     def style_stats(self, photo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """AdaIN statistics (mean, std) per feature channel of a reference photo: the features

@@ -16,15 +16,16 @@ log = logging.getLogger("a2r_edge")
 
 
 def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: list[str],
-                      runners: dict, convert: Callable, calibration, model_digest: Callable[[], str]) -> dict:
+                      runners: dict, convert: Callable, calibration,
+                      model_digest: Callable[[], str]) -> dict:
     """{stage: entry of model.precision.plan_stages} for ``precision`` ({} for fp32).
 
     executors: {stage: native executor}; stage_names: the model's stages in order; runners: the
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
     calibration: uint8 BGR pictures or None (the bundled sample); model_digest: () -> the
-    stages' digest naming the stored choices (asked only when calibrating). A precision no native stage can run falls back to fp32
-    with one warning (strict: ValueError)."""
+    stages' digest naming the stored choices (asked only when calibrating). A precision no
+    native stage can run falls back to fp32 with one warning (strict: ValueError)."""
     precision = prec.resolve(precision, strict)
     if precision != "fp32" and not executors:
         msg = f"precision {precision!r} needs the native backend; no stage runs on it"

@@ -3,6 +3,9 @@ docs/architecture.md). The Engine runs these on its recycled buffers; the bench 
 scheduler's calibration time them stage by stage on each backend."""
 from __future__ import annotations
 
+import collections
+import numbers
+
 import numpy as np
 
 from .. import ops
@@ -25,6 +28,37 @@ def blend(img: np.ndarray, out: np.ndarray, strength: float) -> np.ndarray:
     f = img.astype(np.float32)
     return np.clip(np.rint(f + np.float32(strength) * (out.astype(np.float32) - f)), 0,
                    255).astype(np.uint8)
+
+
+def check_strength(model, strength) -> float:
+    """``strength`` (None: the model's manifest default) checked: a number in [0, 1], and 1 for
+    a model that changes the size (the input cannot be blended with its output)."""
+    strength = model.strength if strength is None else strength
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) \
+            or not 0 <= strength <= 1:
+        raise ValueError(f"strength must be a number in [0, 1], got {strength!r}")
+    if strength != 1 and model.scale != 1:
+        raise ValueError(f"strength {strength:g} blends the input with the output: model "
+                         f"{model.name!r} changes the size (scale {model.scale})")
+    return float(strength)
+
+
+def blend_each(model, frames, strength, run):
+    """run(frames)'s results, each blended with its own input frame (``blend``); a generator,
+    so ``check_strength(model, strength)`` runs at the first result."""
+    strength = check_strength(model, strength)
+    if strength == 1.0:
+        yield from run(frames)
+        return
+    pending = collections.deque()
+
+    def kept():
+        for frame in frames:
+            pending.append(frame)
+            yield frame
+
+    for out in run(kept()):
+        yield blend(pending.popleft(), out, strength)
 
 
 def luma(picture: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Callable
 from ..model import NativeExecutor, UnsupportedOpError
 from ..model.arena import SharedArena
 from ..model.graph import check_picture_stage
-from .ort import OrtSession
+from .ort import OrtSession, unrunnable_ops
 
 Runner = Callable  # float32 NCHW -> float32 NCHW
 
@@ -84,3 +84,22 @@ class StageRunners:
     def keep_only(self, names) -> None:
         """Forget the native executors of stages not in ``names`` (no plan runs them there)."""
         self.executors = {n: ex for n, ex in self.executors.items() if n in names}
+
+
+def backend_for_custom_ops(stages, backend: str | None, unsupported: dict) -> str | None:
+    """The backend for ``Engine(backend=)`` when a stage has a node onnxruntime has no kernel
+    for (the a2r AdaIN stage as one node, com.a2r_edge::AdaIN): that stage runs natively, so
+    None becomes "native"; ValueError when onnxruntime is asked for, or another stage needs it
+    (unsupported: StageRunners.unsupported)."""
+    blocked = {s.name: unrunnable_ops(s.params["file"]) for s in stages if s.kind == "onnx"}
+    blocked = {name: ops for name, ops in blocked.items() if ops}
+    if not blocked or backend == "native":
+        return backend
+    name, ops = next(iter(blocked.items()))
+    if backend == "onnxruntime" or unsupported:
+        why = ("backend='onnxruntime' was asked for" if backend == "onnxruntime" else
+               f"stage {next(iter(unsupported))!r} needs onnxruntime: "
+               f"{next(iter(unsupported.values()))}")
+        raise ValueError(f"stage {name!r} uses {', '.join(ops)}, which only the native "
+                         f"executor runs, but {why}")
+    return "native"
