@@ -150,10 +150,10 @@ class Engine:
                strength: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; ``runtime.stream``). No result cache (video frames do not
-        repeat). content_stats: a function (mean, std) -> (mean, std)
-        applied to each frame's AdaIN content statistics before use; colour_stats: the same for
-        each frame's own colour statistics (``stages.colour_moments``) before style='s colour
-        step, called in frame order (apps/video.py smooths both over time). Per-stage latencies of
+        repeat). content_stats: a function (mean, std) -> (mean, std) applied to each frame's
+        AdaIN content statistics before use; colour_stats: the same for each frame's own colour
+        statistics (``stages.colour_moments``) before style='s colour step, called in frame
+        order (apps/video.py smooths both over time). Per-stage latencies of
         the current or last stream: ``latency()``. metrics: a ``runtime.metrics.StreamMetrics``
         that gets every stage time, frame and GPU fallback (Prometheus; ``metrics.serve(port)``).
         strength: as in ``convert``.
@@ -279,7 +279,7 @@ class Engine:
 
     def _stream(self, frames, style, strength, cache=False, content_stats=None,
                 colour_stats=None, metrics=None):
-        stats, colour = self._reference(style, strength)  # at the first frame, as a generator
+        stats, colour = self._reference(style, strength)  # a generator: at the first frame
         tile = self.tile
         yield from stream_mod.run(
             frames, colour=colour, colour_stats=colour_stats, cache=self._cache,

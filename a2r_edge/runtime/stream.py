@@ -17,10 +17,10 @@ from .pipeline import Pipeline
 
 # Queue capacity between pipelined stages: 2 lets each stage start its next frame while the one
 # after it is still busy; more only adds latency and memory.
-DEPTH = 2
+_DEPTH = 2
 # Frames in flight in a stream (each holds one slot of buffers, 7.75 MiB at 512^2): one per
 # stage is all the overlap three stages can use; more would only sit in queues.
-IN_FLIGHT = 3
+_IN_FLIGHT = 3
 
 
 def with_roi(frames, detector, run):
@@ -40,7 +40,7 @@ def run(frames: Iterable[np.ndarray], *, colour, colour_stats, prepare: Callable
     (also when it raises); cache / cache_key(frame) -> key or None: the result cache, None: off;
     metrics: a ``runtime.metrics.StreamMetrics`` or None; started(pipeline): told the pipeline
     before the first frame (for its latencies)."""
-    slots = threading.BoundedSemaphore(IN_FLIGHT)
+    slots = threading.BoundedSemaphore(_IN_FLIGHT)
 
     def prep(item):
         i, frame = item
@@ -68,7 +68,7 @@ def run(frames: Iterable[np.ndarray], *, colour, colour_stats, prepare: Callable
         return out
 
     pipe = Pipeline([("preprocess", prep), ("network", net), ("postprocess", post)],
-                    depth=DEPTH, observe=metrics.observe if metrics is not None else None)
+                    depth=_DEPTH, observe=metrics.observe if metrics is not None else None)
 
     def gated():  # a frame enters only when a slot is free (outside the timed stages)
         for item in enumerate(frames):
