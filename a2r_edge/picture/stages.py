@@ -26,8 +26,13 @@ def blend(img: np.ndarray, out: np.ndarray, strength: float) -> np.ndarray:
     if strength == 1.0:
         return out
     f = img.astype(np.float32)
-    return np.clip(np.rint(f + np.float32(strength) * (out.astype(np.float32) - f)), 0,
-                   255).astype(np.uint8)
+    d = out.astype(np.float32)   # one float scratch besides f, updated in place
+    d -= f
+    d *= np.float32(strength)
+    d += f
+    np.rint(d, out=d)
+    np.clip(d, 0, 255, out=d)
+    return d.astype(np.uint8)
 
 
 def check_strength(model, strength) -> float:
