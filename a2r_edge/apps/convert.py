@@ -31,6 +31,17 @@ EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 
 
+def add_style_options(p: argparse.ArgumentParser, item: str) -> None:
+    """--style and --style-colour, as convert (item "picture") and video ("frame") take them."""
+    p.add_argument("--style", metavar="REF_PHOTO",
+                   help=f"a reference photo: each {item}'s colours move towards its colours "
+                        "(--style-colour), and its statistics steer the AdaIN stage")
+    p.add_argument("--style-colour", type=style_colour, metavar="S",
+                   help=f"with --style: the share of the way each {item}'s colour mean and std "
+                        "move to the reference's (0: its own colours, 1: the reference's; "
+                        "default: half-way)")
+
+
 def add_placement_options(p: argparse.ArgumentParser) -> None:
     """--device and --precision, as convert and video take them."""
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
@@ -55,13 +66,7 @@ def add_parser(sub) -> None:
     p.add_argument("--model", metavar="PATH",
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")
-    p.add_argument("--style", metavar="REF_PHOTO",
-                   help="a reference photo: the picture's colours move towards its colours "
-                        "(--style-colour), and its statistics steer the AdaIN stage")
-    p.add_argument("--style-colour", type=style_colour, metavar="S",
-                   help="with --style: the share of the way each picture's colour mean and std "
-                        "move to the reference's (0: its own colours, 1: the reference's; "
-                        "default: half-way)")
+    add_style_options(p, "picture")
     p.add_argument("--strength", type=unit_number("--strength"), metavar="S",
                    help="how much of the conversion to keep: input + S (output - input), "
                         "0 (the input) .. 1 (the model's output); default: the model's own")

@@ -38,7 +38,7 @@ from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
 from . import one_line_warnings
-from .convert import add_placement_options, check_style_options, style_colour
+from .convert import add_placement_options, add_style_options, check_style_options
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
 
@@ -274,13 +274,7 @@ def parser() -> argparse.ArgumentParser:
                    help="convert at this size (the camera is asked for it; output keeps the "
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
-    p.add_argument("--style", metavar="REF_PHOTO",
-                   help="a reference photo: each frame's colours move towards its colours "
-                        "(--style-colour), and its statistics steer the AdaIN stage (as "
-                        "convert --style)")
-    p.add_argument("--style-colour", type=style_colour, metavar="S",
-                   help="with --style: the share of the way each frame's colour mean and std "
-                        "move to the reference's (0..1; default: half-way)")
+    add_style_options(p, "frame")
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
                    help="weight of the past in the EMA of AdaIN statistics, ROI boxes and, "
                         "with --style, the frames' colour statistics (0: none; default 0.8, "
