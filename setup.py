@@ -9,6 +9,8 @@ The kernels and their levels are listed once, in cpu_ops/include/a2r_kernel_list
 The ISA levels are fixed by the target architecture, never by the CPU of the build machine: the
 wheel must run on any x86-64 (or aarch64) CPU and picks the best variant at import.
 OpenMP is used when a compile + link + run probe passes; otherwise every kernel runs serially.
+The kernels compile in parallel (one job a CPU), and a library already built in the source tree
+with the same inputs is reused (BuildNative._reuse_in_tree_build), so a second install is quick.
 
 Optionally also the CUDA library ``a2r_edge/_a2r_cuda.so`` (cuda_ops/*.cu, loaded with ctypes by
 a2r_edge/runtime/cuda.py), compiled by nvcc after the extension; A2R_WITH_CUDA=auto (default:
@@ -19,6 +21,8 @@ architectures (never the build machine's GPU): SASS for sm_75 sm_80 sm_86 sm_89
 sm_90 plus PTX compute_90, which newer GPUs JIT-compile.
 """
 import glob
+import hashlib
+import json
 import os
 import platform
 import re
@@ -26,8 +30,10 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy
+import Cython
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -188,9 +194,44 @@ def build_cuda_library(package_dir):
     return target
 
 
+# The key and the library digest of the last kernel build: pip builds an editable install in a fresh
+# temporary folder each time, so without this the test command after the install command would
+# compile everything again. Lives in build/ (not packaged, ignored by git).
+BUILD_STAMP = os.path.join("build", "a2r_kernels.stamp.json")
+
+
+def _build_key(compiler, extra, macros):
+    """What the kernel build depends on besides its source files: the compiler command lines
+    (CC, CFLAGS, LDFLAGS included), the flags of every level, OpenMP, numpy's and Cython's versions
+    (not their paths: pip builds in a fresh isolated environment each time)."""
+    parts = [compiler.compiler_so, compiler.linker_so, extra, ISA_FLAGS, macros, numpy.__version__,
+             Cython.__version__]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _is_current(library, key, inputs):
+    """True when BUILD_STAMP names this key and this library's bytes, and no input is newer."""
+    try:
+        with open(BUILD_STAMP) as f:
+            stamp = json.load(f)
+        newest_input = max(os.path.getmtime(p) for p in inputs)
+        return (isinstance(stamp, dict) and stamp.get("key") == key
+                and os.path.getmtime(library) >= newest_input
+                and stamp.get("sha256") == _digest(library))
+    except (OSError, ValueError):
+        return False
+
+
 class BuildNative(build_ext):
-    """build_ext that first compiles every op's kernel.c once per ISA level, and afterwards the
-    optional CUDA library (build_cuda_library)."""
+    """build_ext that first compiles every op's kernel.c once per ISA level (in parallel, one job a
+    CPU), and afterwards the optional CUDA library (build_cuda_library). A kernel library already
+    in the source tree is reused when it is newer than every input and was built with the same key
+    (_build_key): then an editable install after a build, or a second install, compiles nothing."""
 
     def run(self):
         super().run()
@@ -206,29 +247,55 @@ class BuildNative(build_ext):
         macros = [("A2R_X86_VARIANTS", "1")] if IS_X86_64 else []
         kernels = sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "kernel.c")))
         _check_kernel_list(kernels)
-        objects = []
-        for isa, flags in ISA_FLAGS.items():
-            for kernel in kernels:  # one call per op: each gets its own -DA2R_OP
-                op = os.path.basename(os.path.dirname(kernel))
-                objects += self.compiler.compile(
-                    [kernel],
-                    output_dir=os.path.join(self.build_temp, "isa_" + isa),
-                    macros=macros + [("A2R_ISA", isa), ("A2R_OP", op)],
-                    include_dirs=[INCLUDE, COMMON],
-                    # a function named by A2R_KERNEL() that the list does not declare
-                    extra_postargs=extra + flags + ["-Werror=missing-prototypes"],
-                    debug=self.debug,
-                )
+        key = _build_key(self.compiler, extra, macros)
+        # the .pyx, not the .c that cythonize makes from it: in pip's fresh build environment
+        # Cython's own .pxd files are new, so it writes the .c again on every install
+        inputs = KERNELS_SOURCES + list(ext.depends) + kernels + [__file__]
+        if self._reuse_in_tree_build(ext, key, inputs):
+            return
+
+        def compile_kernel(job):
+            isa, kernel = job  # one call per op: each gets its own -DA2R_OP
+            op = os.path.basename(os.path.dirname(kernel))
+            return self.compiler.compile(
+                [kernel],
+                output_dir=os.path.join(self.build_temp, "isa_" + isa),
+                macros=macros + [("A2R_ISA", isa), ("A2R_OP", op)],
+                include_dirs=[INCLUDE, COMMON],
+                # a function named by A2R_KERNEL() that the list does not declare
+                extra_postargs=extra + ISA_FLAGS[isa] + ["-Werror=missing-prototypes"],
+                debug=self.debug,
+            )
+
+        jobs = [(isa, kernel) for isa in ISA_FLAGS for kernel in kernels]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            objects = [obj for objs in pool.map(compile_kernel, jobs) for obj in objs]
         ext.extra_objects = objects + list(ext.extra_objects or [])
         ext.define_macros = list(ext.define_macros or []) + macros
         ext.extra_compile_args = list(ext.extra_compile_args or []) + extra
         ext.extra_link_args = list(ext.extra_link_args or []) + ([omp] if omp else [])
         super().build_extension(ext)
+        os.makedirs(os.path.dirname(BUILD_STAMP), exist_ok=True)
+        with open(BUILD_STAMP, "w") as f:
+            json.dump({"key": key, "sha256": _digest(self.get_ext_fullpath(ext.name))}, f)
+
+    def _reuse_in_tree_build(self, ext, key, inputs):
+        """Copy the in-tree library to the build's target and return True when it is current."""
+        in_tree = self.get_ext_filename(ext.name)  # relative to the source root, where pip runs us
+        if self.force or not _is_current(in_tree, key, inputs):
+            return False
+        target = self.get_ext_fullpath(ext.name)
+        if os.path.abspath(target) != os.path.abspath(in_tree):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(in_tree, target)
+        print(f"a2r_edge: kernels up to date, reused {in_tree} (delete it or pass --force to rebuild)")
+        return True
 
 
+KERNELS_SOURCES = ["cpu_ops/_kernels.pyx", "cpu_ops/src/runtime.c", "cpu_ops/src/dispatch.c"]
 kernels_ext = Extension(
     "a2r_edge._kernels",
-    sources=["cpu_ops/_kernels.pyx", "cpu_ops/src/runtime.c", "cpu_ops/src/dispatch.c"],
+    sources=KERNELS_SOURCES,
     include_dirs=[INCLUDE, numpy.get_include()],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     depends=glob.glob(os.path.join(INCLUDE, "*.h"))

@@ -1,5 +1,6 @@
-"""setup.py's decision to build the optional CUDA library, run without compiling anything: its
-functions are taken from the file (importing setup.py would run the whole build)."""
+"""setup.py's decisions to build the optional CUDA library and to reuse an in-tree kernel build,
+run without compiling anything: its functions are taken from the file (importing setup.py would
+run the whole build)."""
 import ast
 import os
 import stat
@@ -9,7 +10,8 @@ import pytest
 
 SETUP = Path(__file__).resolve().parent.parent / "setup.py"
 NAMES = {"_find_nvcc", "_driver_sees_a_gpu", "build_cuda_library",
-         "CUDA_SOURCES", "CUDA_DEPENDS", "CUDA_ARCHS", "CUDA_FLAGS"}
+         "CUDA_SOURCES", "CUDA_DEPENDS", "CUDA_ARCHS", "CUDA_FLAGS",
+         "_is_current", "_digest", "BUILD_STAMP"}
 
 
 def setup_functions():
@@ -67,3 +69,32 @@ def test_auto_builds_it_when_the_driver_lists_a_gpu(fake_tools, monkeypatch):
     monkeypatch.setenv("A2R_WITH_CUDA", "auto")
     assert setup_functions()["build_cuda_library"](str(fake_tools / "pkg")) is not None
     assert (fake_tools / "nvcc_called").exists()
+
+
+def test_an_in_tree_kernel_build_is_reused_only_when_current(tmp_path, monkeypatch):
+    """The second `pip install -e` of the Quick start reuses the first one's library, and nothing
+    else does: a newer source, another build key, other library bytes or no stamp rebuild."""
+    import json
+    import time
+    monkeypatch.chdir(tmp_path)
+    is_current, digest = setup_functions()["_is_current"], setup_functions()["_digest"]
+    source, library = tmp_path / "kernel.c", tmp_path / "lib.so"
+    source.write_text("int f(void);")
+    assert not is_current(str(library), "k", [str(source)])  # nothing built yet
+    library.write_bytes(b"built")
+    assert not is_current(str(library), "k", [str(source)])  # no stamp
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "a2r_kernels.stamp.json").write_text(
+        json.dumps({"key": "k", "sha256": digest(str(library))}))
+    assert is_current(str(library), "k", [str(source)])
+    assert not is_current(str(library), "other flags", [str(source)])
+    later = time.time() + 10
+    os.utime(source, (later, later))
+    assert not is_current(str(library), "k", [str(source)])  # a source edited since
+    os.utime(library, (later + 1, later + 1))
+    assert is_current(str(library), "k", [str(source)])
+    library.write_bytes(b"something else")  # e.g. a sanitizer build put there
+    os.utime(library, (later + 1, later + 1))
+    assert not is_current(str(library), "k", [str(source)])
+    (tmp_path / "build" / "a2r_kernels.stamp.json").write_text("[not a stamp")
+    assert not is_current(str(library), "k", [str(source)])
