@@ -1,6 +1,7 @@
 """Tiled and untiled conversions of one picture agree: the one padding rule (picture/forward.py
 pad_to_stride, 1-pixel sides included) and whole-picture statistics in the tiles, also those the
 network holds itself (the bundled a2r_lite's InstanceNormalization nodes)."""
+import collections
 from pathlib import Path
 
 import cv2
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
+from a2r_edge.model import whole_stats
+from a2r_edge.picture import tiling
 from a2r_edge.picture.forward import pad_to_stride, reflect_index
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,3 +68,89 @@ def test_tiled_equals_untiled_with_thin_sides(engine, shape):
     tiled = engine.convert(img, tile=128).astype(np.int16)
     assert tiled.shape == whole.shape == img.shape
     assert np.abs(tiled - whole).max() <= 2
+
+
+def test_tiled_equals_untiled_on_onnxruntime():
+    """The graph pieces run on onnxruntime too (several inputs and outputs per piece)."""
+    eng = Engine(backend="onnxruntime", cache_mb=0)
+    assert {p.backend for p in eng.plan.placements if p.stage in ("encode", "decode")} \
+        == {"onnxruntime"}
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    diff = np.abs(eng.convert(img, tile=256).astype(np.int16) - eng.convert(img))
+    assert diff.mean() <= 0.05 and diff.max() <= 2
+
+
+def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine, monkeypatch):
+    """Each tile keeps its values between passes, so every step runs once per tile; with less
+    room (keep_bytes) the tiles that do not fit run again from what they kept, at worst from
+    the picture, and the result is the same bytes. What is kept never exceeds keep_bytes."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    runs, kept = collections.Counter(), []
+    add, keep = tiling._Passes.add, tiling._Passes.keep
+
+    def counted_add(self, step, reads_slot=False):
+        def counted(values, slot, i=len(self.steps)):
+            runs[i] += 1
+            return step(values, slot)
+        add(self, counted, reads_slot)
+
+    def checked_keep(self, tile, values):
+        keep(self, tile, values)
+        assert self.kept_bytes <= self.keep_bytes
+        kept.append(self.kept_bytes)
+
+    monkeypatch.setattr(tiling._Passes, "add", counted_add)
+    monkeypatch.setattr(tiling._Passes, "keep", checked_keep)
+    forward = engine._forward
+    margin = tiling.margin_for(forward.model)
+    n_tiles = (len(tiling.spans(392, 256, margin, 4))      # 517x389 padded to 520x392
+               * len(tiling.spans(520, 256, margin, 4)))
+    statistics = 9   # a2r_lite: 4 + 4 InstanceNormalization nodes and the AdaIN content
+    out, total = {}, {}
+    for room in (None, 3 << 20, 0):   # None: A2R_MEMORY_MB (1 GiB), all fit
+        runs.clear()
+        kept.clear()
+        out[room] = tiling.convert_tiled(forward, img, 256, keep_bytes=room)
+        total[room] = sum(runs.values())
+        if room is None:
+            assert set(runs.values()) == {n_tiles}
+            assert max(kept) > 3 << 20
+        if room == 0:
+            assert max(kept) == 0
+            assert runs[0] == n_tiles * (statistics + 1)   # the picture, in every pass
+    assert total[None] < total[3 << 20] < total[0]
+    np.testing.assert_array_equal(out[3 << 20], out[None])
+    np.testing.assert_array_equal(out[0], out[None])
+    np.testing.assert_array_equal(out[None], engine.convert(img, tile=256))
+
+
+@pytest.mark.parametrize("name", ["encoder", "decoder"])
+def test_graph_pieces_chained_are_the_graph(name):
+    """whole_stats.pieces run one after another, each passing on what is live at its cut, give
+    the graph's output: with the norms left as they are (bit for bit on onnxruntime), and with
+    each norm fixed to its input's own statistics (the Mul and Add that replace it)."""
+    import onnxruntime as ort
+    proto = whole_stats.load(ROOT / "a2r_edge" / "models" / "a2r_lite" / f"{name}.onnx")
+    session = ort.InferenceSession(proto.SerializeToString())
+    first = session.get_inputs()[0]
+    channels = 3 if name == "encoder" else 32
+    x = np.random.default_rng(3).standard_normal((1, channels, 40, 28)).astype(np.float32)
+    want = session.run(None, {first.name: x})[0]
+    pieces = whole_stats.pieces(proto)
+    assert len(pieces) == 5 and [p.norm is None for p in pieces] == [True] + [False] * 4
+    for fixed in (False, True):
+        values = {first.name: x}
+        for piece in pieces:
+            stats = None
+            if fixed and piece.norm is not None:
+                v = values[piece.norm.input].astype(np.float64)
+                stats = (v.mean(axis=(0, 2, 3)), v.var(axis=(0, 2, 3)))
+            graph = whole_stats.piece_graph(proto, piece, stats)
+            run = ort.InferenceSession(graph.SerializeToString())
+            got = dict(zip(piece.outputs, run.run(None, {t: values[t] for t in piece.inputs})))
+            values = {t: got[t] if t in got else values[t] for t in piece.live}
+        assert list(values) == [session.get_outputs()[0].name]
+        if fixed:
+            np.testing.assert_allclose(values[pieces[-1].live[0]], want, rtol=1e-4, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(values[pieces[-1].live[0]], want)
