@@ -154,3 +154,36 @@ def test_graph_pieces_chained_are_the_graph(name):
             np.testing.assert_allclose(values[pieces[-1].live[0]], want, rtol=1e-4, atol=1e-4)
         else:
             np.testing.assert_array_equal(values[pieces[-1].live[0]], want)
+
+
+GENERATORS = ROOT / "tests" / "fixtures" / "generators"
+
+
+@pytest.mark.parametrize("name,fixable,why", [
+    ("cyclegan_resnet", 9, None),                    # scale and B from Constant nodes
+    ("animeganv2_dynamo", 0, "rank 3"),              # GroupNorm: a norm of (N, G, C/G*H*W)
+    ("ugatit_full", 0, "fixed H x W"),               # exported at 24x24: fit.py's
+])
+def test_which_instance_norms_tiles_can_fix(name, fixable, why):
+    norms, skipped = whole_stats.instance_norms(whole_stats.load(GENERATORS / f"{name}.onnx"))
+    assert len(norms) == fixable
+    assert (not skipped) if why is None else all(why in w for w in skipped.values())
+
+
+def test_a_norm_tiles_cannot_fix_is_named_in_a_warning():
+    """A GroupNorm exported around a rank-3 InstanceNormalization: the tiles keep their own
+    statistics there and say so (it was an IndexError)."""
+    eng = Engine(str(GENERATORS / "animeganv2_dynamo.onnx"), cache_mb=0)
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
+    with pytest.warns(RuntimeWarning, match="keep each tile's own statistics"):
+        out = eng.convert(img, tile=64)
+    assert out.shape == img.shape
+
+
+def test_a_model_whose_outputs_do_not_scale_with_its_tiles_is_one_clear_error():
+    """A plain ONNX file is taken as stride 1; this CycleGAN down-samples by 4 and returns
+    88x84 for an 87x82 tile: a clear ValueError, not a numpy broadcasting error."""
+    eng = Engine(str(GENERATORS / "cyclegan_resnet.onnx"), cache_mb=0)
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
+    with pytest.raises(ValueError, match="stride"):
+        eng.convert(img, tile=64)

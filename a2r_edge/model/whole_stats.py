@@ -49,32 +49,50 @@ def load(path) -> object:
     return onnx.load(str(path))
 
 
-def instance_norms(proto) -> list[Norm]:
-    """The graph's InstanceNormalization nodes in topological order (scale and bias must be
-    initializers: ValueError otherwise)."""
+def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
+    """The graph's InstanceNormalization nodes whose statistics can be fixed, in topological
+    order: scale and B constant (initializers or Constant nodes) and the input NCHW (rank 4, so
+    a tile's core can be cut out of it), in a graph of any input size. And {node name: why not}
+    for the others (e.g. a GroupNorm exported as a reshape to (N, G, C/G*H*W) around the
+    norm). types: ``value_types``
+    of ``proto`` (computed when not given)."""
     from onnx import numpy_helper
-    inits = {t.name: t for t in proto.graph.initializer}
-    norms = []
+    types = value_types(proto) if types is None else types
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update((node.output[0], a.t) for node in proto.graph.node
+                  if node.op_type == "Constant" for a in node.attribute if a.name == "value")
+    inits = set(consts)
+    sizes = [[d.dim_value for d in vi.type.tensor_type.shape.dim]
+             for vi in proto.graph.input if vi.name not in inits]
+    fixed = any(len(dims) == 4 and dims[2] > 0 and dims[3] > 0 for dims in sizes)
+    norms, skipped = [], {}
     for i, node in enumerate(proto.graph.node):
         if node.op_type != "InstanceNormalization":
             continue
-        if node.input[1] not in inits or node.input[2] not in inits:
-            raise ValueError(f"InstanceNormalization node {node.name!r}: scale and B must be "
-                             f"initializers to be fixed")
-        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
-        norms.append(Norm(i, node.input[0], numpy_helper.to_array(inits[node.input[1]]),
-                          numpy_helper.to_array(inits[node.input[2]]), float(eps)))
-    return norms
+        rank = types.get(node.input[0], (None, None))[1]
+        if fixed:   # model/fit.py resizes or tiles a picture to it around the whole graph
+            skipped[node.name] = "the graph takes a fixed H x W"
+        elif node.input[1] not in consts or node.input[2] not in consts:
+            skipped[node.name] = "its scale or B is computed, not a constant"
+        elif rank != 4:
+            skipped[node.name] = (f"it normalises a tensor of rank {rank}, not an NCHW picture"
+                                  if rank is not None else "its input's rank is unknown")
+        else:
+            eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+            norms.append(Norm(i, node.input[0], numpy_helper.to_array(consts[node.input[1]]),
+                              numpy_helper.to_array(consts[node.input[2]]), float(eps)))
+    return norms, skipped
 
 
 def pieces(proto) -> list[Piece]:
-    """``proto``'s nodes cut before each InstanceNormalization node: [0, n1), [n1, n2), ...,
-    [nk, end) (no empty first piece when n1 = 0). The last piece's ``live`` are the graph's
-    outputs."""
+    """``proto``'s nodes cut before each InstanceNormalization node whose statistics can be
+    fixed (``instance_norms``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece when
+    n1 = 0). The last piece's ``live`` are the graph's outputs."""
     g = proto.graph
     inits = {t.name for t in g.initializer}
     nodes = list(g.node)
-    norms = {n.index: n for n in instance_norms(proto)}
+    types = value_types(proto)
+    norms = {n.index: n for n in instance_norms(proto, types)[0]}
     outputs = [o.name for o in g.output]
     producer = {vi.name: -1 for vi in g.input if vi.name not in inits}   # -1: a graph input
     last_read: dict[str, int] = {}
@@ -89,7 +107,6 @@ def pieces(proto) -> list[Piece]:
     def live_at(cut):   # made before node ``cut``, read at or after it, in graph order
         return tuple(t for t, p in producer.items() if p < cut and last_read.get(t, -1) >= cut)
 
-    types = _value_types(proto)
     cuts = sorted({0, *norms, len(nodes)})
     out = []
     for start, stop in zip(cuts, cuts[1:]):
@@ -146,7 +163,7 @@ def piece_graph(proto, piece: Piece, stats=None):
 _PICTURE = (1, 4)   # (onnx.TensorProto.FLOAT, rank)
 
 
-def _value_types(proto) -> dict[str, tuple]:
+def value_types(proto) -> dict[str, tuple]:
     """{value: (element type, rank)} of every value whose type is known (graph inputs and
     outputs, ONNX shape inference)."""
     import onnx

@@ -36,6 +36,7 @@ the picture (the same result, more work).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -138,6 +139,11 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
             scale = y.shape[2] / (r[3] - r[2])
             if acc is None:
                 acc = np.zeros((1, 3, round(hp * scale), round(wp * scale)), np.float32)
+            if y.shape[3] != (c[3] - c[2]) * scale or acc.shape[2] != round(hp * scale):
+                raise ValueError(f"model {model.name!r} returned {y.shape[2]}x{y.shape[3]} for "
+                                 f"a tile of {r[3] - r[2]}x{c[3] - c[2]}: tiles need outputs "
+                                 f"of one scale of their size (is its stride larger than the "
+                                 f"declared {s}?)")
             wy = feather(r, hp, band, scale, y.shape[2])
             wx = feather(c, wp, band, scale, y.shape[3])
             oy, ox = round(r[2] * scale), round(c[2] * scale)
@@ -224,7 +230,14 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
     for j, stage in enumerate(forward.model.stages):
         if stage.kind == "onnx" and whole and forward.variant is not None:
             graph = whole_stats.load(stage.params["file"])
-            if whole_stats.instance_norms(graph):
+            norms, skipped = whole_stats.instance_norms(graph)
+            if skipped:
+                name, why = next(iter(skipped.items()))
+                warnings.warn(f"stage {stage.name!r}: {len(skipped)} InstanceNormalization "
+                              f"node(s) keep each tile's own statistics (e.g. {name!r}: {why}); "
+                              f"the tiled result differs from an untiled one", RuntimeWarning,
+                              stacklevel=2)
+            if norms:
                 _add_pieces(passes, forward, stage, graph)
                 continue
         content = None
