@@ -81,9 +81,10 @@ def test_tiled_equals_untiled_on_onnxruntime():
 
 
 def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine, monkeypatch):
-    """Each tile keeps its values between passes, so every step runs once per tile; with less
-    room (keep_bytes) the tiles that do not fit run again from what they kept, at worst from
-    the picture, and the result is the same bytes. What is kept never exceeds keep_bytes."""
+    """Each tile keeps its values between passes, so every step runs once per tile and is then
+    forgotten; with less room (keep_bytes) the tiles that do not fit run again from what they
+    kept, at worst from the picture, and the result is the same bytes. What is kept never
+    exceeds keep_bytes."""
     img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
     runs, kept = collections.Counter(), []
     add, keep = tiling._Passes.add, tiling._Passes.keep
@@ -99,8 +100,15 @@ def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine
         assert self.kept_bytes <= self.keep_bytes
         kept.append(self.kept_bytes)
 
+    def gather(self, name):   # steps every tile is past are forgotten (their runners freed)
+        parts = gathered(self, name)
+        forgotten.append(sum(step is None for step in self.steps) / len(self.steps))
+        return parts
+
+    gathered, forgotten = tiling._Passes.gather, []
     monkeypatch.setattr(tiling._Passes, "add", counted_add)
     monkeypatch.setattr(tiling._Passes, "keep", checked_keep)
+    monkeypatch.setattr(tiling._Passes, "gather", gather)
     forward = engine._forward
     margin = tiling.margin_for(forward.model)
     n_tiles = (len(tiling.spans(392, 256, margin, 4))      # 517x389 padded to 520x392
@@ -110,13 +118,16 @@ def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine
     for room in (None, 3 << 20, 0):   # None: A2R_MEMORY_MB (1 GiB), all fit
         runs.clear()
         kept.clear()
+        forgotten.clear()
         out[room] = tiling.convert_tiled(forward, img, 256, keep_bytes=room)
         total[room] = sum(runs.values())
         if room is None:
             assert set(runs.values()) == {n_tiles}
             assert max(kept) > 3 << 20
+            assert forgotten == [1.0] * statistics
         if room == 0:
             assert max(kept) == 0
+            assert forgotten == [0.0] * statistics
             assert runs[0] == n_tiles * (statistics + 1)   # the picture, in every pass
     assert total[None] < total[3 << 20] < total[0]
     np.testing.assert_array_equal(out[3 << 20], out[None])

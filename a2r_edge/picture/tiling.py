@@ -26,12 +26,13 @@ a2r_lite 517x389 in tiles of 256: 3e-6 grey levels on average, at most 1).
 
 Cost: one pass over the tiles per statistic (a2r_lite: 9), each resuming every tile from the
 values it kept at the previous cut (``_Passes``), so each node runs once per tile, as in one
-untiled run over the tiles' extents (a2r_lite 517x389 in tiles of 256: 3.3x the untiled time,
-the margins' share; it was 12x when each pass ran from the picture, benchmarks/bench_convert.py
-``test_tiled_vs_untiled``). Memory: one tile's network, the float32 output accumulator and the
-kept values, at most A2R_MEMORY_MB (a2r_lite: at most 16 bytes per input pixel of the tiles'
-extents); a tile whose values do not fit resumes from the last ones it could keep, at worst from
-the picture (the same result, more work).
+untiled run over the tiles' extents (a2r_lite 517x389 in tiles of 256, whose extents cover 2.4x
+the picture: 3.3-5x the untiled time on a loaded 2-core box, where it was 8-18x when each pass
+ran from the picture; benchmarks/bench_convert.py ``test_tiled_vs_untiled``). Memory: one
+tile's network, the float32 output accumulator and the kept values, at most A2R_MEMORY_MB
+(a2r_lite: 16 bytes per input pixel of the tiles' extents); a tile whose values do not fit
+resumes from the last ones it could keep, at worst from the picture (the same result, more
+work). The runners of pieces no tile needs again are dropped after each pass.
 """
 from __future__ import annotations
 
@@ -169,7 +170,8 @@ class _Passes:
 
     def __init__(self, forward, bgr: np.ndarray, tiles: list, keep_bytes: int):
         self.forward, self.bgr, self.tiles, self.keep_bytes = forward, bgr, tiles, keep_bytes
-        self.steps: list[tuple] = []   # (step(values, slot or None) -> values, reads the slot)
+        # (step(values, slot or None) -> values, reads the slot); None: no tile needs it again
+        self.steps: list[tuple | None] = []
         self.kept: dict[tuple, tuple[int, dict]] = {}   # tile: (steps done, values)
         self.kept_bytes = 0
         self._slots: dict[tuple, list] = {}   # tile extent: [Slot, the tile prepared in it]
@@ -217,6 +219,10 @@ class _Passes:
             parts.append(_core_moments(x, (r[0] - r[2], r[1] - r[2]),
                                        (c[0] - c[2], c[1] - c[2]), fs))
             self.keep((r, c), values)
+        # Steps every tile has kept its values past never run again: forgotten, their runners
+        # (graph pieces, with output buffers per tile size) go with them.
+        done = min(self.kept.get(t, (0, None))[0] for t in self.tiles)
+        self.steps[:done] = [None] * done
         return parts
 
 
