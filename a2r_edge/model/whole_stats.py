@@ -54,16 +54,14 @@ def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[s
     order: scale and B constant (initializers or Constant nodes) and the input NCHW (rank 4, so
     a tile's core can be cut out of it), in a graph of any input size. And {node name: why not}
     for the others (e.g. a GroupNorm exported as a reshape to (N, G, C/G*H*W) around the
-    norm). types: ``value_types``
-    of ``proto`` (computed when not given)."""
+    norm). types: ``value_types(proto)`` (computed when not given)."""
     from onnx import numpy_helper
     types = value_types(proto) if types is None else types
     consts = {t.name: t for t in proto.graph.initializer}
     consts.update((node.output[0], a.t) for node in proto.graph.node
                   if node.op_type == "Constant" for a in node.attribute if a.name == "value")
-    inits = set(consts)
     sizes = [[d.dim_value for d in vi.type.tensor_type.shape.dim]
-             for vi in proto.graph.input if vi.name not in inits]
+             for vi in proto.graph.input if vi.name not in consts]
     fixed = any(len(dims) == 4 and dims[2] > 0 and dims[3] > 0 for dims in sizes)
     norms, skipped = [], {}
     for i, node in enumerate(proto.graph.node):
@@ -130,9 +128,11 @@ def piece_graph(proto, piece: Piece, stats=None):
     if stats is not None and piece.norm is None:
         raise ValueError(f"piece [{piece.start}, {piece.stop}) starts with no "
                          f"InstanceNormalization node to fix")
-    out = onnx.ModelProto()
-    out.CopyFrom(proto)
+    out = onnx.ModelProto(ir_version=proto.ir_version)   # not a copy of every weight first
+    out.opset_import.extend(proto.opset_import)
+    out.functions.extend(proto.functions)
     g = out.graph
+    g.name = proto.graph.name
     nodes = list(proto.graph.node[piece.start:piece.stop])
     added = []
     if stats is not None:
@@ -146,16 +146,11 @@ def piece_graph(proto, piece: Piece, stats=None):
         nodes[:1] = [helper.make_node("Mul", [node.input[0], names[0]], [names[2]]),
                      helper.make_node("Add", [names[2], names[1]], [node.output[0]])]
     used = {t for node in nodes for t in node.input}
-    del g.node[:]
     g.node.extend(nodes)
-    inits = [t for t in proto.graph.initializer if t.name in used] + added
-    del g.initializer[:]
-    g.initializer.extend(inits)
+    g.initializer.extend([t for t in proto.graph.initializer if t.name in used] + added)
     for field, names in ((g.input, piece.inputs), (g.output, piece.outputs)):
-        del field[:]
         field.extend(helper.make_tensor_value_info(
             t, piece.types[t][0], [f"{t}_{i}" for i in range(piece.types[t][1])]) for t in names)
-    del g.value_info[:]
     return out
 
 
