@@ -52,3 +52,16 @@ def test_content_map_overhead(benchmark, threads, tmp_path):
     compare(benchmark, lambda: ours.convert(img), lambda: peer.convert(img), op="convert",
             case="a2r_lite 512^2 content map", threads=threads,
             peer_name="same, fixed targets", rounds=11)
+
+
+def test_tiled_vs_untiled(benchmark, threads):
+    """A tiled conversion (517x389 in tiles of 256: 2 x 3 tiles, each with its 88-pixel margins)
+    beside the untiled conversion of the same picture, same engine, same run. The tiles repeat
+    the margins' work and gather the whole picture's statistics (picture/tiling.py), so the
+    ratio is the whole price of tiling: its distance from 1 is what tiling costs."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    eng = Engine(cache_mb=0)
+    assert np.abs(eng.convert(img, tile=256).astype(int) - eng.convert(img)).max() <= 2
+    compare(benchmark, lambda: eng.convert(img, tile=256), lambda: eng.convert(img),
+            op="convert", case="a2r_lite 517x389 tile=256", threads=threads,
+            peer_name="untiled", rounds=5)

@@ -138,7 +138,7 @@ def test_this_machine():
     assert hw.isas and hw.isas[0] == "baseline"
     from a2r_edge.runtime import cuda
     built = cuda.library_path()
-    assert hw.cuda_library == (str(built) if built.exists() else None)
+    assert hw.cuda_library == (f"a2r_edge/{built.name}" if built.exists() else None)
     assert HardwareProfile.from_dict(json.loads(json.dumps(hw.to_dict()))) == hw
     assert hw.machine_key() == detect_hardware(nvidia_smi=None).machine_key()
 
@@ -166,3 +166,37 @@ def test_cache_dir_defaults(monkeypatch, tmp_path):
     assert system.cache_dir() == os.path.join(str(tmp_path), "a2r_edge")
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert system.cache_dir().endswith(os.path.join(".cache", "a2r_edge"))
+
+
+def _strings(value):
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_profiles_name_no_folder_of_the_machine_that_wrote_them(tmp_path, monkeypatch):
+    """Profiles are shared between machines and checked in (profiles/): the CUDA library is
+    named within the package, and no profile holds an absolute path."""
+    from a2r_edge.runtime import cuda
+    lib = tmp_path / "a2r_edge" / cuda.LIBRARY_NAME
+    lib.parent.mkdir()
+    lib.write_bytes(b"")
+    monkeypatch.setattr(cuda, "library_path", lambda: lib)
+    hw = detect_hardware(nvidia_smi=None, onnxruntime=False)
+    assert hw.cuda_library == f"a2r_edge/{cuda.LIBRARY_NAME}"
+    assert str(tmp_path) not in json.dumps(hw.to_dict())
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    profiles = [os.path.join(root, "profiles", f)
+                for f in os.listdir(os.path.join(root, "profiles")) if f.endswith(".json")]
+    assert profiles
+    for path in profiles:
+        with open(path) as f:
+            found = [s for s in _strings(json.load(f)) if os.path.isabs(s) or s.startswith("~/")]
+        assert not found, (path, found)

@@ -1,6 +1,7 @@
 """Tiled and untiled conversions of one picture agree: the one padding rule (picture/forward.py
 pad_to_stride, 1-pixel sides included) and whole-picture statistics in the tiles, also those the
 network holds itself (the bundled a2r_lite's InstanceNormalization nodes)."""
+import collections
 from pathlib import Path
 
 import cv2
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
+from a2r_edge.model import whole_stats
+from a2r_edge.picture import tiling
 from a2r_edge.picture.forward import pad_to_stride, reflect_index
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,3 +68,133 @@ def test_tiled_equals_untiled_with_thin_sides(engine, shape):
     tiled = engine.convert(img, tile=128).astype(np.int16)
     assert tiled.shape == whole.shape == img.shape
     assert np.abs(tiled - whole).max() <= 2
+
+
+def test_tiled_equals_untiled_on_onnxruntime():
+    """The graph pieces run on onnxruntime too (several inputs and outputs per piece)."""
+    eng = Engine(backend="onnxruntime", cache_mb=0)
+    assert {p.backend for p in eng.plan.placements if p.stage in ("encode", "decode")} \
+        == {"onnxruntime"}
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    diff = np.abs(eng.convert(img, tile=256).astype(np.int16) - eng.convert(img))
+    assert diff.mean() <= 0.05 and diff.max() <= 2
+
+
+def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine, monkeypatch):
+    """Each tile keeps its values between passes, so every step runs once per tile and is then
+    forgotten; with less room (keep_bytes) the tiles that do not fit run again from what they
+    kept, at worst from the picture, and the result is the same bytes. What is kept never
+    exceeds keep_bytes."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    runs, kept = collections.Counter(), []
+    add, keep = tiling._Passes.add, tiling._Passes.keep
+
+    def counted_add(self, step, reads_slot=False):
+        def counted(values, slot, i=len(self.steps)):
+            runs[i] += 1
+            return step(values, slot)
+        add(self, counted, reads_slot)
+
+    def checked_keep(self, tile, values):
+        keep(self, tile, values)
+        assert self.kept_bytes <= self.keep_bytes
+        kept.append(self.kept_bytes)
+
+    def gather(self, name):   # steps every tile is past are forgotten (their runners freed)
+        parts = gathered(self, name)
+        forgotten.append(sum(step is None for step in self.steps) / len(self.steps))
+        return parts
+
+    gathered, forgotten = tiling._Passes.gather, []
+    monkeypatch.setattr(tiling._Passes, "add", counted_add)
+    monkeypatch.setattr(tiling._Passes, "keep", checked_keep)
+    monkeypatch.setattr(tiling._Passes, "gather", gather)
+    forward = engine._forward
+    margin = tiling.margin_for(forward.model)
+    n_tiles = (len(tiling.spans(392, 256, margin, 4))      # 517x389 padded to 520x392
+               * len(tiling.spans(520, 256, margin, 4)))
+    statistics = 9   # a2r_lite: 4 + 4 InstanceNormalization nodes and the AdaIN content
+    out, total = {}, {}
+    for room in (None, 3 << 20, 0):   # None: A2R_MEMORY_MB (1 GiB), all fit
+        runs.clear()
+        kept.clear()
+        forgotten.clear()
+        out[room] = tiling.convert_tiled(forward, img, 256, keep_bytes=room)
+        total[room] = sum(runs.values())
+        if room is None:
+            assert set(runs.values()) == {n_tiles}
+            assert max(kept) > 3 << 20
+            assert forgotten == [1.0] * statistics
+        if room == 0:
+            assert max(kept) == 0
+            assert forgotten == [0.0] * statistics
+            assert runs[0] == n_tiles * (statistics + 1)   # the picture, in every pass
+    assert total[None] < total[3 << 20] < total[0]
+    np.testing.assert_array_equal(out[3 << 20], out[None])
+    np.testing.assert_array_equal(out[0], out[None])
+    np.testing.assert_array_equal(out[None], engine.convert(img, tile=256))
+
+
+@pytest.mark.parametrize("name", ["encoder", "decoder"])
+def test_graph_pieces_chained_are_the_graph(name):
+    """whole_stats.pieces run one after another, each passing on what is live at its cut, give
+    the graph's output: with the norms left as they are (bit for bit on onnxruntime), and with
+    each norm fixed to its input's own statistics (the Mul and Add that replace it)."""
+    import onnxruntime as ort
+    proto = whole_stats.load(ROOT / "a2r_edge" / "models" / "a2r_lite" / f"{name}.onnx")
+    session = ort.InferenceSession(proto.SerializeToString())
+    first = session.get_inputs()[0]
+    channels = 3 if name == "encoder" else 32
+    x = np.random.default_rng(3).standard_normal((1, channels, 40, 28)).astype(np.float32)
+    want = session.run(None, {first.name: x})[0]
+    pieces = whole_stats.pieces(proto)
+    assert len(pieces) == 5 and [p.norm is None for p in pieces] == [True] + [False] * 4
+    for fixed in (False, True):
+        values = {first.name: x}
+        for piece in pieces:
+            stats = None
+            if fixed and piece.norm is not None:
+                v = values[piece.norm.input].astype(np.float64)
+                stats = (v.mean(axis=(0, 2, 3)), v.var(axis=(0, 2, 3)))
+            graph = whole_stats.piece_graph(proto, piece, stats)
+            run = ort.InferenceSession(graph.SerializeToString())
+            got = dict(zip(piece.outputs, run.run(None, {t: values[t] for t in piece.inputs})))
+            values = {t: got[t] if t in got else values[t] for t in piece.live}
+        assert list(values) == [session.get_outputs()[0].name]
+        if fixed:
+            np.testing.assert_allclose(values[pieces[-1].live[0]], want, rtol=1e-4, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(values[pieces[-1].live[0]], want)
+
+
+GENERATORS = ROOT / "tests" / "fixtures" / "generators"
+
+
+@pytest.mark.parametrize("name,fixable,why", [
+    ("cyclegan_resnet", 9, None),                    # scale and B from Constant nodes
+    ("animeganv2_dynamo", 0, "rank 3"),              # GroupNorm: a norm of (N, G, C/G*H*W)
+    ("ugatit_full", 0, "fixed H x W"),               # exported at 24x24: fit.py's
+])
+def test_which_instance_norms_tiles_can_fix(name, fixable, why):
+    norms, skipped = whole_stats.instance_norms(whole_stats.load(GENERATORS / f"{name}.onnx"))
+    assert len(norms) == fixable
+    assert (not skipped) if why is None else all(why in w for w in skipped.values())
+
+
+def test_a_norm_tiles_cannot_fix_is_named_in_a_warning():
+    """A GroupNorm exported around a rank-3 InstanceNormalization: the tiles keep their own
+    statistics there and say so (it was an IndexError)."""
+    eng = Engine(str(GENERATORS / "animeganv2_dynamo.onnx"), cache_mb=0)
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
+    with pytest.warns(RuntimeWarning, match="keep each tile's own statistics"):
+        out = eng.convert(img, tile=64)
+    assert out.shape == img.shape
+
+
+def test_a_model_whose_outputs_do_not_scale_with_its_tiles_is_one_clear_error():
+    """A plain ONNX file is taken as stride 1; this CycleGAN down-samples by 4 and returns
+    88x84 for an 87x82 tile: a clear ValueError, not a numpy broadcasting error."""
+    eng = Engine(str(GENERATORS / "cyclegan_resnet.onnx"), cache_mb=0)
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
+    with pytest.raises(ValueError, match="stride"):
+        eng.convert(img, tile=64)

@@ -1,9 +1,13 @@
-"""Graph variants for networks that hold statistics of their whole input: InstanceNormalization
+"""Graph pieces for networks that hold statistics of their whole input: InstanceNormalization
 normalises each channel by its mean and variance over the whole picture, so a network run on a
 tile differs from the same network run on the whole picture everywhere, not only near the cut.
-Tiled conversion (picture/tiling.py) gathers the statistics of the whole picture tile by tile
-with ``truncated`` graphs and then runs graphs whose InstanceNormalization nodes use them
-(``with_fixed_norms``: y = x * a + b, a = scale / sqrt(var + epsilon), b = B - mean * a).
+
+Tiled conversion (picture/tiling.py) cuts such a graph before each InstanceNormalization node
+(``pieces``): piece k runs the nodes from norm k up to norm k+1, taking the values live at its
+first cut and giving those live at its last. Between two pieces the tiles' values at the cut give
+norm k+1's whole-picture mean and variance, and piece k+1 then runs with them fixed
+(``piece_graph``: y = x * a + b, a = scale / sqrt(var + epsilon), b = B - mean * a). Each node
+runs once per tile, whatever the number of norms.
 """
 from __future__ import annotations
 
@@ -22,77 +26,149 @@ class Norm:
     epsilon: float
 
 
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Nodes [start, stop) of a graph. inputs: the values they read that come from before
+    ``start`` (graph inputs or earlier nodes' outputs); outputs: those they make that are read
+    at or after ``stop`` or are graph outputs; live: every value live at ``stop`` (the outputs
+    and the live values passed through from before ``start``), in graph order. norm: the
+    InstanceNormalization node at ``start`` (its statistics are fixed in ``piece_graph``).
+    types: {input or output: (ONNX element type, rank)}."""
+    start: int
+    stop: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    live: tuple[str, ...]
+    norm: Norm | None
+    types: dict = dataclasses.field(repr=False, compare=False)
+
+
 def load(path) -> object:
     """The onnx.ModelProto of ``path``."""
     import onnx
     return onnx.load(str(path))
 
 
-def instance_norms(proto) -> list[Norm]:
-    """The graph's InstanceNormalization nodes in topological order (scale and bias must be
-    initializers: ValueError otherwise)."""
+def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
+    """The graph's InstanceNormalization nodes whose statistics can be fixed, in topological
+    order: scale and B constant (initializers or Constant nodes) and the input NCHW (rank 4, so
+    a tile's core can be cut out of it), in a graph of any input size. And {node name: why not}
+    for the others (e.g. a GroupNorm exported as a reshape to (N, G, C/G*H*W) around the
+    norm). types: ``value_types(proto)`` (computed when not given)."""
     from onnx import numpy_helper
-    inits = {t.name: t for t in proto.graph.initializer}
-    norms = []
+    types = value_types(proto) if types is None else types
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update((node.output[0], a.t) for node in proto.graph.node
+                  if node.op_type == "Constant" for a in node.attribute if a.name == "value")
+    sizes = [[d.dim_value for d in vi.type.tensor_type.shape.dim]
+             for vi in proto.graph.input if vi.name not in consts]
+    fixed = any(len(dims) == 4 and dims[2] > 0 and dims[3] > 0 for dims in sizes)
+    norms, skipped = [], {}
     for i, node in enumerate(proto.graph.node):
         if node.op_type != "InstanceNormalization":
             continue
-        if node.input[1] not in inits or node.input[2] not in inits:
-            raise ValueError(f"InstanceNormalization node {node.name!r}: scale and B must be "
-                             f"initializers to be fixed")
-        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
-        norms.append(Norm(i, node.input[0], numpy_helper.to_array(inits[node.input[1]]),
-                          numpy_helper.to_array(inits[node.input[2]]), float(eps)))
-    return norms
+        rank = types.get(node.input[0], (None, None))[1]
+        if fixed:   # model/fit.py resizes or tiles a picture to it around the whole graph
+            skipped[node.name] = "the graph takes a fixed H x W"
+        elif node.input[1] not in consts or node.input[2] not in consts:
+            skipped[node.name] = "its scale or B is computed, not a constant"
+        elif rank != 4:
+            skipped[node.name] = (f"it normalises a tensor of rank {rank}, not an NCHW picture"
+                                  if rank is not None else "its input's rank is unknown")
+        else:
+            eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+            norms.append(Norm(i, node.input[0], numpy_helper.to_array(consts[node.input[1]]),
+                              numpy_helper.to_array(consts[node.input[2]]), float(eps)))
+    return norms, skipped
 
 
-def with_fixed_norms(proto, fixed: dict[int, tuple[np.ndarray, np.ndarray]]):
-    """A copy of ``proto`` whose InstanceNormalization nodes at the indices of ``fixed`` use the
-    given per-channel (mean, variance) instead of their input's own: Mul and Add by constants."""
+def pieces(proto) -> list[Piece]:
+    """``proto``'s nodes cut before each InstanceNormalization node whose statistics can be
+    fixed (``instance_norms``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece when
+    n1 = 0). The last piece's ``live`` are the graph's outputs."""
+    g = proto.graph
+    inits = {t.name for t in g.initializer}
+    nodes = list(g.node)
+    types = value_types(proto)
+    norms = {n.index: n for n in instance_norms(proto, types)[0]}
+    outputs = [o.name for o in g.output]
+    producer = {vi.name: -1 for vi in g.input if vi.name not in inits}   # -1: a graph input
+    last_read: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for t in node.input:
+            if t in producer:
+                last_read[t] = i
+        producer.update((t, i) for t in node.output if t)
+    for t in outputs:
+        last_read[t] = len(nodes)
+
+    def live_at(cut):   # made before node ``cut``, read at or after it, in graph order
+        return tuple(t for t, p in producer.items() if p < cut and last_read.get(t, -1) >= cut)
+
+    cuts = sorted({0, *norms, len(nodes)})
+    out = []
+    for start, stop in zip(cuts, cuts[1:]):
+        before = set(live_at(start))
+        read = tuple(dict.fromkeys(t for node in nodes[start:stop] for t in node.input
+                                   if t in before))
+        live = live_at(stop)
+        made = tuple(t for t in live if t not in before)
+        out.append(Piece(start, stop, read, made, live, norms.get(start),
+                         {t: types.get(t, _PICTURE) for t in read + made}))
+    return out
+
+
+def piece_graph(proto, piece: Piece, stats=None):
+    """``piece`` of ``proto`` as a model of its own: graph inputs ``piece.inputs``, outputs
+    ``piece.outputs``. stats: (mean, variance) per channel of the InstanceNormalization node it
+    starts with (``piece.norm``), which then becomes Mul and Add by constants; None: the node
+    normalises by its input's own statistics."""
     import onnx
     from onnx import helper, numpy_helper
-    out = onnx.ModelProto()
-    out.CopyFrom(proto)
-    norms = {n.index: n for n in instance_norms(proto)}
-    nodes = []
-    for i, node in enumerate(proto.graph.node):
-        if i not in fixed:
-            nodes.append(node)
-            continue
-        n = norms[i]
-        mean, var = (np.asarray(v, np.float64).reshape(-1) for v in fixed[i])
+    if stats is not None and piece.norm is None:
+        raise ValueError(f"piece [{piece.start}, {piece.stop}) starts with no "
+                         f"InstanceNormalization node to fix")
+    out = onnx.ModelProto(ir_version=proto.ir_version)   # not a copy of every weight first
+    out.opset_import.extend(proto.opset_import)
+    out.functions.extend(proto.functions)
+    g = out.graph
+    g.name = proto.graph.name
+    nodes = list(proto.graph.node[piece.start:piece.stop])
+    added = []
+    if stats is not None:
+        n, node = piece.norm, nodes[0]
+        mean, var = (np.asarray(v, np.float64).reshape(-1) for v in stats)
         a = n.scale.astype(np.float64) / np.sqrt(var + n.epsilon)
         b = n.bias.astype(np.float64) - mean * a
         names = [f"{node.output[0]}__fixed_{k}" for k in ("a", "b", "ax")]
-        for name, v in zip(names[:2], (a, b)):
-            out.graph.initializer.append(
-                numpy_helper.from_array(v.astype(np.float32).reshape(1, -1, 1, 1), name))
-        nodes.append(helper.make_node("Mul", [node.input[0], names[0]], [names[2]]))
-        nodes.append(helper.make_node("Add", [names[2], names[1]], [node.output[0]]))
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
+        added = [numpy_helper.from_array(v.astype(np.float32).reshape(1, -1, 1, 1), name)
+                 for name, v in zip(names[:2], (a, b))]
+        nodes[:1] = [helper.make_node("Mul", [node.input[0], names[0]], [names[2]]),
+                     helper.make_node("Add", [names[2], names[1]], [node.output[0]])]
+    used = {t for node in nodes for t in node.input}
+    g.node.extend(nodes)
+    g.initializer.extend([t for t in proto.graph.initializer if t.name in used] + added)
+    for field, names in ((g.input, piece.inputs), (g.output, piece.outputs)):
+        field.extend(helper.make_tensor_value_info(
+            t, piece.types[t][0], [f"{t}_{i}" for i in range(piece.types[t][1])]) for t in names)
     return out
 
 
-def truncated(proto, tensor: str):
-    """A copy of ``proto`` that computes only ``tensor`` (its one output) from the graph input."""
+# A value whose type shape inference cannot tell: the float32 NCHW a picture network carries.
+_PICTURE = (1, 4)   # (onnx.TensorProto.FLOAT, rank)
+
+
+def value_types(proto) -> dict[str, tuple]:
+    """{value: (element type, rank)} of every value whose type is known (graph inputs and
+    outputs, ONNX shape inference)."""
     import onnx
-    from onnx import TensorProto, helper
-    needed, keep = {tensor}, []
-    for node in reversed(proto.graph.node):
-        if any(o in needed for o in node.output):
-            keep.append(node)
-            needed.update(i for i in node.input if i)
-    out = onnx.ModelProto()
-    out.CopyFrom(proto)
-    del out.graph.node[:]
-    out.graph.node.extend(reversed(keep))
-    used = needed | {t for n in keep for t in n.input}
-    inits = [t for t in proto.graph.initializer if t.name in used]
-    del out.graph.initializer[:]
-    out.graph.initializer.extend(inits)
-    del out.graph.output[:]
-    out.graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT,
-                                                          ["n", "c", "h", "w"]))
-    del out.graph.value_info[:]
-    return out
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto).graph
+    except Exception:  # noqa: BLE001  (inference is a hint: the declared types remain)
+        inferred = proto.graph
+    types = {}
+    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type and tt.HasField("shape"):
+            types[vi.name] = (tt.elem_type, len(tt.shape.dim))
+    return types

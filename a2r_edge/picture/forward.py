@@ -144,9 +144,10 @@ class Forward:
 
     def __init__(self, model, runners: dict, photo_stats, variant=None):
         self.model, self.runners, self.photo_stats = model, runners, photo_stats
-        # variant(stage, onnx.ModelProto) -> a runner of that graph on the stage's backend: tiled
-        # conversion runs graph variants with whole-picture statistics (tiling.py); None: not
-        # available, tiles run the stages' own graphs
+        # variant(stage, onnx.ModelProto) -> a function {input: array} -> {output: array} running
+        # that graph on the stage's backend: tiled conversion runs pieces of the stages' graphs
+        # with whole-picture statistics (tiling.py); None: not available, tiles run the stages'
+        # own graphs
         self.variant = variant
         self.has_guide = model.stage("guided_filter") is not None
         self.lock = threading.RLock()
@@ -180,22 +181,25 @@ class Forward:
         # The native executor owns its output until its next run: consumed right away.
         return stages.onnx(stage, runners[stage.name], x, picture)
 
-    def run_stages(self, slot: Slot, stats, content=None, runners=None, stop=None) -> np.ndarray:
-        """The model's stages before index ``stop`` (None: all) on slot's picture -> the tensor
-        they give (owned by the last runner or the slot: consume it before the next run).
+    def run_stages(self, slot: Slot, stats, content=None, runners=None, stop=None, *,
+                   start: int = 0, x: np.ndarray | None = None) -> np.ndarray:
+        """The model's stages [``start``, ``stop``) (default: all) on slot's picture, or on
+        ``x``, the input of stage ``start`` (read only) -> the tensor they give (owned by the
+        last runner or the slot: consume it before the next run).
         stats: the AdaIN target (a reference photo's pair; None: the model's own). content:
         None (each picture's own AdaIN content statistics), a fixed (mean, std) pair (tiles), or
         a function of the picture's own pair (video). runners: the ONNX stages' runners
         (default: the single-picture plan's)."""
         picture = slot.bufs["picture"]
         runners = runners or self.runners
-        x = picture
-        for stage in self.model.stages[:stop]:
+        given = picture if x is None else x
+        x = given
+        for stage in self.model.stages[start:stop]:
             if stage.kind == "onnx":
                 x = self._onnx(stage, x, picture, runners)
             elif stage.kind == "adain":
                 x = stages.adain(stage, x, stats if stats is not None else self.photo_stats,
-                                 content, out=None if x is picture else x)
+                                 content, out=None if x is given else x)
             else:  # guided_filter: detail guided by the input's luma, at the output's size
                 oh, ow = x.shape[2:]
                 x = stages.guided_filter(stage, x, slot.bufs["guide"],

@@ -6,36 +6,44 @@ tile is its core grown by a *margin* of the model's receptive field (rounded up 
 on every side that has a neighbour, so adjacent tiles overlap by twice the receptive field.
 Then:
 
-1. Whole-picture statistics, gathered tile by tile (``_whole_picture_statistics``): a network
-   that normalises by statistics of its whole input (InstanceNormalization: the bundled a2r_lite
-   has four in the encoder and four in the decoder) would normalise each tile by the tile's own
-   and differ everywhere, not only at seams (a2r_lite, 517x389, tile=256: 2.3 grey levels on
-   average, up to 35). So, in graph order, each such node's input and the AdaIN stage's input
-   are reduced over every tile's *core* only (every value counted once, none near an artificial
-   tile edge), the per-tile (count, mean, M2) merged with Chan et al.'s parallel formula in
-   float64, and the node then runs with the merged mean and variance
-   (``model.whole_stats.with_fixed_norms``) in every later pass.
-2. Every tile runs the whole model with those statistics, and its output is blended with linear
-   feathering over a band of half a margin centred on each core boundary. The two weights of a
-   band sum to 1 and the band ends 3/4 of a margin (>= half the receptive field) from either
-   tile's cut edge, so every blended pixel sees its whole receptive field.
+1. Whole-picture statistics, gathered tile by tile: a network that normalises by statistics of
+   its whole input (InstanceNormalization: the bundled a2r_lite has four in the encoder and four
+   in the decoder) would normalise each tile by the tile's own and differ everywhere, not only
+   at seams (a2r_lite, 517x389, tile=256: 2.3 grey levels on average, up to 35). So, in graph
+   order, each such node's input and the AdaIN stage's input are reduced over every tile's
+   *core* only (every value counted once, none near an artificial tile edge), the per-tile
+   (count, mean, M2) merged with Chan et al.'s parallel formula in float64, and the node then
+   runs with the merged mean and variance in every tile. A graph with such nodes runs in pieces
+   cut before each of them (``model.whole_stats.pieces``): a statistic needs all tiles up to its
+   node, and the next piece needs the statistic.
+2. Every tile runs the rest of the model with those statistics, and its output is blended with
+   linear feathering over a band of half a margin centred on each core boundary. The two
+   weights of a band sum to 1 and the band ends 3/4 of a margin (>= half the receptive field)
+   from either tile's cut edge, so every blended pixel sees its whole receptive field.
 
 Tiled and untiled results agree up to float rounding (tests/test_tiling.py, test_stream.py:
-a2r_lite 517x389 in tiles of 256: 5e-6 grey levels on average, at most 1).
+a2r_lite 517x389 in tiles of 256: 3e-6 grey levels on average, at most 1).
 
-Cost: one pass over the tiles per statistic, each running the stages up to it (a2r_lite: 9
-statistics; 517x389 in tiles of 256 takes 26x the untiled time, 2.3x the time it took with
-per-tile normalisation), so the memory bound holds (only statistics are kept between passes);
-memory: one tile's network plus the float32 output accumulator.
+Cost: one pass over the tiles per statistic (a2r_lite: 9), each resuming every tile from the
+values it kept at the previous cut (``_Passes``), so each node runs once per tile, as in one
+untiled run over the tiles' extents (a2r_lite 517x389 in tiles of 256, whose extents cover 2.4x
+the picture: 3.3-5x the untiled time on a loaded 2-core box, where it was 8-18x when each pass
+ran from the picture; benchmarks/bench_convert.py ``test_tiled_vs_untiled``). Memory: one
+tile's network, the float32 output accumulator and the kept values, at most A2R_MEMORY_MB
+(a2r_lite: 16 bytes per input pixel of the tiles' extents); a tile whose values do not fit
+resumes from the last ones it could keep, at worst from the picture (the same result, more
+work). The runners of pieces no tile needs again are dropped after each pass.
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from .. import _settings, ops
 from ..model import whole_stats
+from . import stages
 from .forward import Slot, finish_layout, pad_to_stride
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
@@ -104,10 +112,13 @@ def _core_moments(x: np.ndarray, core_y, core_x, fs: float):
     return f.shape[1], mean, ((f - mean[:, None]) ** 2).sum(axis=1)
 
 
-def convert_tiled(forward, img: np.ndarray, tile: int, stats=None) -> np.ndarray:
+def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
+                  keep_bytes: int | None = None) -> np.ndarray:
     """The picture ``img`` through ``forward`` (a ``Forward``; AdaIN target ``stats``, None: the
     model's own) in tiles of at most ``tile`` x ``tile`` core pixels -> the converted picture, as
-    ``forward`` gives it untiled. Holds ``forward.lock`` throughout."""
+    ``forward`` gives it untiled. keep_bytes: the most the tiles' intermediate values kept
+    between passes may take (default: A2R_MEMORY_MB; 0: every pass runs from the picture).
+    Holds ``forward.lock`` throughout."""
     model = forward.model
     s = model.stride
     margin = margin_for(model)
@@ -117,42 +128,27 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None) -> np.ndarray
     bgr = pad_to_stride(img, s)  # the untiled path's padding, on the whole picture
     hp, wp = bgr.shape[:2]
     rows, cols = spans(hp, tile, margin, s), spans(wp, tile, margin, s)
-    tiles = [(r, c) for r in rows for c in cols]
-    slots: dict[tuple, Slot] = {}
-
-    def prepared(r, c):
-        shape = (r[3] - r[2], c[3] - c[2])
-        t = slots.get(shape)
-        if t is None:
-            t = slots[shape] = Slot(shape)
-        return forward.prepare(bgr[r[2]:r[3], c[2]:c[3]], t)
-
-    def moments(run):
-        """(count, mean, M2) over the cores of run(tile slot) (1, C, h, w) of every tile."""
-        parts = []
-        for r, c in tiles:
-            x = run(prepared(r, c))
-            fs = (r[3] - r[2]) / x.shape[2]  # input pixels per pixel of x
-            parts.append(_core_moments(x, (r[0] - r[2], r[1] - r[2]),
-                                       (c[0] - c[2], c[1] - c[2]), fs))
-        return parts
-
+    if keep_bytes is None:
+        keep_bytes = _settings.get("A2R_MEMORY_MB") << 20
+    passes = _Passes(forward, bgr, [(r, c) for r in rows for c in cols], keep_bytes)
     with forward.lock:
-        runners, content = forward.runners, None
-        if len(tiles) > 1:
-            runners, content = _whole_picture_statistics(forward, stats, moments)
+        _add_stages(passes, forward, stats, whole=len(passes.tiles) > 1)
         acc = None
-        for r, c in tiles:
-            t = prepared(r, c)
-            forward.network(t, stats, content, runners)
-            y = t.result
+        for r, c in passes.tiles:
+            y = passes.advance((r, c))[_X]
+            passes.kept.pop((r, c), None)  # the last pass: what it kept is not needed again
             scale = y.shape[2] / (r[3] - r[2])
             if acc is None:
                 acc = np.zeros((1, 3, round(hp * scale), round(wp * scale)), np.float32)
+            if y.shape[3] != (c[3] - c[2]) * scale or acc.shape[2] != round(hp * scale):
+                raise ValueError(f"model {model.name!r} returned {y.shape[2]}x{y.shape[3]} for "
+                                 f"a tile of {r[3] - r[2]}x{c[3] - c[2]}: tiles need outputs "
+                                 f"of one scale of their size (is its stride larger than the "
+                                 f"declared {s}?)")
             wy = feather(r, hp, band, scale, y.shape[2])
             wx = feather(c, wp, band, scale, y.shape[3])
             oy, ox = round(r[2] * scale), round(c[2] * scale)
-            y *= wy[:, None]
+            y *= wy[:, None]  # the last step's own buffer (or a kept value no longer needed)
             y *= wx
             acc[:, :, oy:oy + y.shape[2], ox:ox + y.shape[3]] += y
     out = ops.postprocess(acc, model.mean, model.std)
@@ -160,31 +156,135 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None) -> np.ndarray
     return finish_layout(img, out[:oh, :ow])
 
 
-def _whole_picture_statistics(forward, stats, moments):
-    """(ONNX stage runners, AdaIN content statistics) that make every tile see the statistics of
-    the whole picture: each InstanceNormalization node's mean and variance (its stage then runs
-    a graph with them fixed, ``whole_stats.with_fixed_norms``; only with ``forward.variant``) and
-    the AdaIN stage's content (mean, std). One pass over the tiles per statistic, in graph
-    order, each pass running the stages up to that statistic with the ones before it fixed."""
-    runners, content = dict(forward.runners), None
+# The key of the tensor between two stages in a tile's values (ONNX names are never empty).
+_X = ""
+
+
+class _Passes:
+    """The tiles' way through the model as ``steps``, which grow as whole-picture statistics
+    become known. A step maps a tile's values ({name: array}: what is live at that point) to the
+    values after it; it never writes into the arrays it is given. After each pass a tile keeps
+    its values (copied) while all tiles' kept values fit ``keep_bytes``, and its next pass starts
+    there; a tile whose values do not fit keeps what it had (at worst nothing: it runs from the
+    picture again, so the result is the same, only slower)."""
+
+    def __init__(self, forward, bgr: np.ndarray, tiles: list, keep_bytes: int):
+        self.forward, self.bgr, self.tiles, self.keep_bytes = forward, bgr, tiles, keep_bytes
+        # (step(values, slot or None) -> values, reads the slot); None: no tile needs it again
+        self.steps: list[tuple | None] = []
+        self.kept: dict[tuple, tuple[int, dict]] = {}   # tile: (steps done, values)
+        self.kept_bytes = 0
+        self._slots: dict[tuple, list] = {}   # tile extent: [Slot, the tile prepared in it]
+
+    def add(self, step, reads_slot: bool = False) -> None:
+        self.steps.append((step, reads_slot))
+
+    def slot(self, tile) -> Slot:
+        """A slot holding ``tile`` prepared (``Forward.prepare``; one slot per tile extent)."""
+        r, c = tile
+        shape = (r[3] - r[2], c[3] - c[2])
+        entry = self._slots.setdefault(shape, [Slot(shape), None])
+        if entry[1] != tile:
+            self.forward.prepare(self.bgr[r[2]:r[3], c[2]:c[3]], entry[0])
+            entry[1] = tile
+        return entry[0]
+
+    def advance(self, tile) -> dict:
+        """``tile``'s values after every step, from those it kept (valid until the next call)."""
+        done, values = self.kept.get(tile, (0, {}))
+        for step, reads_slot in self.steps[done:]:
+            values = step(values, self.slot(tile) if reads_slot else None)
+        return values
+
+    def keep(self, tile, values: dict) -> None:
+        """Keep ``values`` (``advance``'s) as ``tile``'s if they fit beside the others' kept."""
+        done, old = self.kept.get(tile, (0, {}))
+        owned = {id(v) for v in old.values()}   # kept already: passed through, not copied
+        size = sum(v.nbytes for v in values.values())
+        freed = sum(v.nbytes for v in old.values())
+        if self.kept_bytes - freed + size > self.keep_bytes:
+            return
+        self.kept[tile] = (len(self.steps), {k: v if id(v) in owned else np.array(v)
+                                             for k, v in values.items()})
+        self.kept_bytes += size - freed
+
+    def gather(self, name: str) -> list:
+        """[(count, mean, M2)] of value ``name`` over each tile's core after the steps so far
+        (one pass over the tiles; each tile keeps its values)."""
+        parts = []
+        for r, c in self.tiles:
+            values = self.advance((r, c))
+            x = values[name]
+            fs = (r[3] - r[2]) / x.shape[2]  # input pixels per pixel of x
+            parts.append(_core_moments(x, (r[0] - r[2], r[1] - r[2]),
+                                       (c[0] - c[2], c[1] - c[2]), fs))
+            self.keep((r, c), values)
+        # Steps every tile has kept its values past never run again: forgotten, their runners
+        # (graph pieces, with output buffers per tile size) go with them.
+        done = min(self.kept.get(t, (0, None))[0] for t in self.tiles)
+        self.steps[:done] = [None] * done
+        return parts
+
+
+def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
+    """The model's stages as ``passes``' steps. whole: each statistic the network takes over
+    its whole input is gathered over the whole picture (``_Passes.gather``) and fixed in the
+    steps after it: the AdaIN stage's content (mean, std), and, with ``forward.variant``, each
+    InstanceNormalization node's mean and variance (its graph then runs in pieces,
+    ``_add_pieces``). Otherwise each tile runs the stages as a picture of its own."""
+    passes.add(lambda values, slot: {_X: slot.bufs["picture"]}, reads_slot=True)
     for j, stage in enumerate(forward.model.stages):
-        if stage.kind == "onnx" and forward.variant is not None:
+        if stage.kind == "onnx" and whole and forward.variant is not None:
             graph = whole_stats.load(stage.params["file"])
-            fixed = {}
-            for norm in whole_stats.instance_norms(graph):
-                probe = forward.variant(stage, whole_stats.truncated(
-                    whole_stats.with_fixed_norms(graph, fixed), norm.input))
-                n, mean, m2 = merge_moments(moments(
-                    lambda t: probe(forward.run_stages(t, stats, content, runners, stop=j))))
-                fixed[norm.index] = (mean, m2 / n)
-            if fixed:
-                runners[stage.name] = forward.variant(
-                    stage, whole_stats.with_fixed_norms(graph, fixed))
-        elif stage.kind == "adain":
-            content = merge_stats(moments(
-                lambda t: forward.run_stages(t, stats, content, runners, stop=j)),
-                stage.params["eps"])
-    return runners, content
+            norms, skipped = whole_stats.instance_norms(graph)
+            if skipped:
+                name, why = next(iter(skipped.items()))
+                warnings.warn(f"stage {stage.name!r}: {len(skipped)} InstanceNormalization "
+                              f"node(s) keep each tile's own statistics (e.g. {name!r}: {why}); "
+                              f"the tiled result differs from an untiled one", RuntimeWarning,
+                              stacklevel=2)
+            if norms:
+                _add_pieces(passes, forward, stage, graph)
+                continue
+        content = None
+        if stage.kind == "adain" and whole:
+            content = merge_stats(passes.gather(_X), stage.params["eps"])
+
+        def run_stage(values, slot, j=j, content=content):
+            return {_X: forward.run_stages(slot, stats, content, start=j, stop=j + 1,
+                                           x=values[_X])}
+        passes.add(run_stage, reads_slot=True)
+
+
+def _add_pieces(passes: _Passes, forward, stage, graph) -> None:
+    """ONNX ``stage`` (its graph ``graph``) as one step per piece (``whole_stats.pieces``: cut
+    before each InstanceNormalization node), each piece run with the whole-picture statistics of
+    the node it starts with, gathered from the tiles' values at that cut."""
+    inits = {t.name for t in graph.graph.initializer}
+    name_in = next(vi.name for vi in graph.graph.input if vi.name not in inits)
+    name_out = graph.graph.output[0].name
+    pieces = whole_stats.pieces(graph)
+    for piece in pieces:
+        fixed = None
+        if piece.norm is not None:
+            n, mean, m2 = merge_moments(passes.gather(piece.norm.input))
+            fixed = (mean, m2 / n)
+        run = forward.variant(stage, whole_stats.piece_graph(graph, piece, fixed))
+        last = piece is pieces[-1]
+
+        def run_piece(values, slot, run=run, piece=piece, last=last):
+            if piece.start == 0:
+                values = {name_in: values[_X]}
+            feeds = {t: values[t] for t in piece.inputs}
+            if not last:
+                out = run(feeds)
+                return {t: out[t] if t in out else values[t] for t in piece.live}
+
+            def result(f):   # stages.onnx adds the picture to it in place: never a kept value
+                out = run(f)
+                return out[name_out] if name_out in out else np.array(values[name_out])
+            return {_X: stages.onnx(stage, result, feeds, slot and slot.bufs["picture"])}
+        passes.add(run_piece, reads_slot=last and bool(stage.params.get("add_input")))
 
 
 def check_tile(tile, stride: int) -> int | None:

@@ -65,16 +65,18 @@ class StageRunners:
             run = self._ort[stage.name] = session.runner()
         return run
 
-    def variant(self, stage, backend: str, model, threads: int | None = None) -> Runner:
-        """A runner of ``model`` (an onnx.ModelProto made from ``stage``'s graph, e.g. by
+    def variant(self, stage, backend: str, model, threads: int | None = None):
+        """A function {input name: array} -> {output name: array} running ``model`` (an
+        onnx.ModelProto made from ``stage``'s graph, e.g. a piece of it by
         model/whole_stats.py) on ``backend``: the native executor when it can run it, else
-        onnxruntime."""
+        onnxruntime. Its outputs are owned by it until its next call."""
         if backend == "native":
             try:
-                return NativeExecutor(model, self.arena).run
+                return NativeExecutor(model, self.arena).run_many
             except UnsupportedOpError:
                 pass
-        return OrtSession(model.SerializeToString(), threads=threads).runner()
+        session = OrtSession(model.SerializeToString(), threads=threads)
+        return lambda feeds: dict(zip(session.output_names, session.run(feeds)))
 
     def for_plan(self, plan) -> dict[str, Runner]:
         """{ONNX stage name: its runner on the backend ``plan`` places it on}."""

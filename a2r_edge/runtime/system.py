@@ -49,7 +49,7 @@ class HardwareProfile:
     gpus: tuple[GpuInfo, ...]
     onnxruntime_providers: tuple[str, ...] | None
     onnxruntime_cuda: bool                # onnxruntime offers the CUDA provider (not: it works)
-    cuda_library: str | None              # path of a2r_edge's CUDA library; None: not built
+    cuda_library: str | None              # a2r_edge's CUDA library, "a2r_edge/<file>"; None: not built
     board: str | None                     # /proc/device-tree/model (ARM boards)
     jetson: str | None                    # /etc/nv_tegra_release first line on Jetson boards
 
@@ -220,10 +220,11 @@ def _isas() -> tuple[str, ...] | None:
 
 
 def cuda_library() -> str | None:
-    """Path of a2r_edge's CUDA library when it is built; None otherwise."""
+    """a2r_edge's CUDA library as "a2r_edge/<file name>" when it is built (a profile names no
+    folder of the machine that wrote it: profiles are shared); None otherwise."""
     from . import cuda
     path = cuda.library_path()
-    return str(path) if path.exists() else None
+    return f"{path.parent.name}/{path.name}" if path.exists() else None
 
 
 def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
