@@ -159,15 +159,16 @@ def test_cli_strict_refuses_and_default_runs_the_partitioned_model(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["native", "onnxruntime"])
 @pytest.mark.parametrize("name", ["ugatit_light", "ugatit_full"])
-def test_engine_converts_with_multi_output_and_fixed_size_generators(name):
+def test_engine_converts_with_multi_output_and_fixed_size_generators(name, backend):
     """U-GAT-IT returns (picture, cam_logit, heatmap): the picture is the first output; the full
     model takes 24 x 24 only: other pictures are fitted to it. (A plain ONNX file has stride 1:
     the light model's two stride-2 stages give 40 x 32 for 37 x 29, as in onnxruntime; a
     manifest with "stride": 4 pads such pictures.)"""
     from a2r_edge.engine import Engine
     img = np.random.default_rng(4).integers(0, 256, (36, 28, 3), dtype=np.uint8)
-    out = Engine(fixture(name), backend="native").convert(img)
+    out = Engine(fixture(name), backend=backend).convert(img)
     assert out.shape == img.shape and out.dtype == np.uint8
 
 

@@ -167,6 +167,8 @@ class OrtSession:
                 raise ProviderFallbackError(message)
             warnings.warn(message, RuntimeWarning, stacklevel=2)
         self.input_names = [i.name for i in self.session.get_inputs()]
+        # declared shapes: ints where fixed, names (or None) where dynamic
+        self.input_shapes = [tuple(i.shape) for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(self, feeds: Mapping[str, object]) -> list:
@@ -181,15 +183,16 @@ class OrtSession:
                               f"{ort_message(exc)}") from None
 
     def runner(self):
-        """A function x -> y for a one-input one-output model on the CPU that allocates nothing
-        after the first run at each input shape: x is bound in place and y is written into a
-        buffer kept per input shape (onnxruntime's IOBinding), so y is owned by the runner and
-        overwritten by its next run at that shape, as the native executor's output is."""
-        if len(self.input_names) != 1 or len(self.output_names) != 1:
-            raise ValueError(f"runner() needs a single-input single-output model; this one has "
-                             f"inputs {self.input_names} and outputs {self.output_names}")
+        """A function x -> y for a one-input model on the CPU, y its first output (the picture; a
+        generator's other outputs, such as U-GAT-IT's attention maps, are not fetched: as the
+        native executor's run()). It allocates nothing after the first run at each input shape:
+        x is bound in place and y is written into a buffer kept per input shape (onnxruntime's
+        IOBinding), so y is owned by the runner and overwritten by its next run at that shape."""
+        if len(self.input_names) != 1:
+            raise ValueError(f"runner() needs a single-input model; this one has inputs "
+                             f"{self.input_names}")
         import numpy as np
-        (name_in,), (name_out,) = self.input_names, self.output_names
+        name_in, name_out = self.input_names[0], self.output_names[0]
         bindings: dict[tuple, tuple] = {}
 
         def run(x):

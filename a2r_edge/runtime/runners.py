@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..model import NativeExecutor, UnsupportedOpError
+from ..model import fit as fitting
 from ..model.arena import SharedArena
 from ..model.graph import check_picture_stage
 from .ort import OrtSession, unrunnable_ops
@@ -62,7 +63,8 @@ class StageRunners:
         if run is None:
             session = self._sessions[stage.name] = OrtSession(str(stage.params["file"]),
                                                               threads=threads)
-            run = self._ort[stage.name] = session.runner()
+            run = self._ort[stage.name] = _fitted(session.runner(), fitting.fixed_hw(
+                list(zip(session.input_names, session.input_shapes))))
         return run
 
     def variant(self, stage, backend: str, model, threads: int | None = None):
@@ -86,6 +88,15 @@ class StageRunners:
     def keep_only(self, names) -> None:
         """Forget the native executors of stages not in ``names`` (no plan runs them there)."""
         self.executors = {n: ex for n, ex in self.executors.items() if n in names}
+
+
+def _fitted(run: Runner, fixed: tuple[int, int] | None) -> Runner:
+    """``run`` taking pictures of any size when its model declares a fixed H x W, as the native
+    executor's run() does (fit.py's default, "resize")."""
+    if fixed is None:
+        return run
+    return lambda x: run(x) if x.shape[2:] == fixed else fitting.run_fitted(run, x, fixed,
+                                                                            "resize")
 
 
 def backend_for_custom_ops(stages, backend: str | None, unsupported: dict) -> str | None:
