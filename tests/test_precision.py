@@ -236,6 +236,9 @@ GENERATORS = {"cyclegan_resnet": (32, 48), "pix2pix_unet": (64, 32), "ugatit_lig
 # Without the fallback: ugatit_light 35.7, animeganv2 25.9 (int8), animeganv2_dynamo 31.6.
 BELOW_GUARD = {("ugatit_full", "bf16"): 41.3, ("cyclegan_resnet", "int8"): 39.9,
                ("ugatit_full", "int8"): 35.5}
+# At the levels without VNNI (avx2, avx512: 127 activation levels, so the fallback keeps more
+# convolutions at fp32: ugatit_full 11 of 15 at int8, where it passes), measured at avx2.
+BELOW_GUARD_WITHOUT_VNNI = {("ugatit_full", "bf16"): 41.3, ("cyclegan_resnet", "int8"): 39.3}
 
 
 def sample_crop(h, w, seed):
@@ -259,9 +262,10 @@ def generator(name):
 def test_generator_families_keep_the_guard(name, precision, request):
     if precision not in prec.runnable():
         pytest.skip(f"{precision} does not run at {cpu.isa()}")
-    if (name, precision) in BELOW_GUARD:
+    below = BELOW_GUARD if cpu.isa() == "avx512_bf16" else BELOW_GUARD_WITHOUT_VNNI
+    if (name, precision) in below:
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            f"measured {BELOW_GUARD[name, precision]} dB < {GUARD_PSNR_DB[precision]} dB")))
+            f"measured {below[name, precision]} dB < {GUARD_PSNR_DB[precision]} dB")))
     h, w = GENERATORS[name]
     ex = generator(name)
     calib, x = sample_crop(h, w, 1), sample_crop(h, w, 2)
