@@ -180,6 +180,24 @@ def test_per_layer_fallback_keeps_only_the_failing_conv(rng):
     assert prec.psnr(ex.run(x), want) < GUARD_PSNR_DB["int8"]
 
 
+def test_stored_fallback_is_reused(rng, tmp_path, monkeypatch):
+    """A stored plan (precision.store / load, JSON) brings its fallback back without scoring."""
+    if "int8" not in prec.runnable():
+        pytest.skip("int8 does not run here")
+    w1 = (rng.standard_normal((8, 8, 3, 3)) * 1e-3).astype(np.float32)
+    w1[:, 0, 1, 1] = 1.0
+    w2 = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
+    x = x_where(rng, 8, 32, 32, zero_first=True)
+    ex = NativeExecutor(two_conv_model(w1, w2))
+    path = str(tmp_path / "choices.json")
+    prec.store(path, "int8", {"model": prec.plan(ex, [x], "int8")})
+    again = NativeExecutor(two_conv_model(w1, w2))
+    monkeypatch.setattr(prec, "fallback_nodes", lambda *a: pytest.fail("scored again"))
+    entry = prec.plan_stages({"model": again}, {"model": [x]}, lambda: [again.run(x).copy()],
+                             "int8", prec.load(path, "int8"))["model"]
+    assert entry["fp32_nodes"]["int8"] == ["first"] and again.fp32_nodes == {"first"}
+
+
 def test_calibrated_ranges_and_probing(rng):
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     ex = NativeExecutor(one_conv_model(w))
