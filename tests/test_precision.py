@@ -181,7 +181,8 @@ def test_per_layer_fallback_keeps_only_the_failing_conv(rng):
 
 
 def test_stored_fallback_is_reused(rng, tmp_path, monkeypatch):
-    """A stored plan (precision.store / load, JSON) brings its fallback back without scoring."""
+    """A stored plan (precision.store / load, JSON) brings its fallback back without scoring
+    or judging anything again."""
     if "int8" not in prec.runnable():
         pytest.skip("int8 does not run here")
     w1 = (rng.standard_normal((8, 8, 3, 3)) * 1e-3).astype(np.float32)
@@ -193,8 +194,9 @@ def test_stored_fallback_is_reused(rng, tmp_path, monkeypatch):
     prec.store(path, "int8", {"model": prec.plan(ex, [x], "int8")})
     again = NativeExecutor(two_conv_model(w1, w2))
     monkeypatch.setattr(prec, "fallback_nodes", lambda *a: pytest.fail("scored again"))
-    entry = prec.plan_stages({"model": again}, {"model": [x]}, lambda: [again.run(x).copy()],
-                             "int8", prec.load(path, "int8"))["model"]
+    entry = prec.plan_stages({"model": again}, {"model": [x]},
+                             lambda: pytest.fail("judged again"), "int8",
+                             prec.load(path, "int8"))["model"]
     assert entry["fp32_nodes"]["int8"] == ["first"] and again.fp32_nodes == {"first"}
 
 

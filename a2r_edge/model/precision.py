@@ -160,14 +160,22 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
     activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
     the calibration pictures and their mirror images (with_mirrors) with the executors as they
-    are now, judged against the all-fp32 ones. precision: "bf16"/"int8" sets every stage to it, with its per-layer fallback
-    (fallback_nodes, kept in fp32_nodes: {precision: [Conv nodes]}); "auto" takes per stage, in
-    order (earlier stages at their choice), the fastest precision whose run time on the stage's
-    first input beats the others and whose model output keeps GUARD_PSNR_DB, a precision whose
-    every convolution falls back failing; fp32 when none passes.
-    known: a previous result for the same model and machine (ranges and choices are reused)."""
+    are now, judged against the all-fp32 ones. precision: "bf16"/"int8" sets every stage to
+    it, with its per-layer fallback (fallback_nodes, kept in fp32_nodes: {precision: [Conv
+    nodes]}); "auto" takes per stage, in order (earlier stages at their choice), the fastest
+    precision whose run time on the stage's first input beats the others and whose model output
+    keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
+    passes. known: a previous result for the same model and machine (ranges, fallbacks and
+    choices are reused; outputs() is not called when every stage's plan is in it)."""
     known = known or {}
-    want = outputs()
+
+    def stored(hit) -> bool:   # the stage's plan is in known, fallback included
+        p = hit.get("precision") if precision == "auto" else precision
+        return p in runnable() and (p == "fp32" or p in (hit.get("fp32_nodes") or {}))
+
+    # the all-fp32 outputs, before any stage changes (not needed when every plan is stored)
+    judged = not all(stored(known.get(name) or {}) for name in executors)
+    want = outputs() if judged else None
     result = {}
     for name, ex in executors.items():
         hit = known.get(name) or {}
@@ -189,7 +197,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             result[name] = dict(entry, precision=precision, reason="asked for" + _fallback_note(
                 fallback[precision], ranges), ms={}, psnr={})
             continue
-        if hit.get("precision") in runnable():
+        if stored(hit):
             set_at(hit["precision"])
             result[name] = dict(hit, reason=hit["reason"] + " [stored]")
             continue
