@@ -2,6 +2,8 @@
 
 adain reads x once from memory for the statistics and applies them while each plane is still in
 cache, so bytes_moved = 2 * x.nbytes (read + write) compares it with the measured copy bandwidth.
+Target (issue 20): >= 1.3x onnxruntime InstanceNormalization at every ISA level (A2R_MAX_ISA=avx2
+runs the AVX2 variant on an AVX-512 CPU; the table's isa column says which ran).
 """
 import numpy as np
 import pytest
@@ -44,7 +46,7 @@ def test_adain_vs_onnxruntime(benchmark, threads, shape):
                                rtol=1e-4, atol=1e-4)
     compare(benchmark, lambda: ops.adain(x, sm, ss, EPS, out=out), lambda: sess.run(None, feed),
             op="adain", case=_case(shape), threads=threads,
-            peer_name="ort InstanceNormalization", bytes_moved=2 * x.nbytes, target=1.0)
+            peer_name="ort InstanceNormalization", bytes_moved=2 * x.nbytes, target=1.3)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=_case)

@@ -49,21 +49,27 @@ def _reference_step(nd, graph: Graph, view):
 # --- the plan -----------------------------------------------------------------------------------
 
 class _ConvMode:
-    """How a plan's convolutions run: one precision for all, the int8 activation range of each
-    Conv node (missing: ranged per call), and ``probe``, a dict collecting the fp32 ranges.
-    Applied as Conv node attributes (ops/conv.py reads them)."""
+    """How a plan's convolutions run: one precision for all but the Conv nodes in
+    ``fp32_nodes`` (the per-layer fallback, precision.fallback_nodes), the int8 activation range
+    of each Conv node (missing: ranged per call), and ``probe``, a dict collecting the fp32
+    ranges. Applied as Conv node attributes (ops/conv.py reads them)."""
 
     def __init__(self, precision: str = "fp32", act_ranges: dict | None = None,
-                 probe: dict | None = None):
+                 probe: dict | None = None, fp32_nodes=()):
         self.precision, self.act_ranges, self.probe = precision, act_ranges or {}, probe
+        self.fp32_nodes = frozenset(fp32_nodes)
 
-    def annotate(self, node) -> None:
+    def annotate(self, node) -> bool:
+        """Set node's attributes; True when it runs at fp32 by the per-layer fallback."""
         if self.probe is not None:
             node.attrs["probe"] = self.probe
         elif self.precision != "fp32":
+            if node.name in self.fp32_nodes:
+                return True
             node.attrs["precision"] = self.precision
             if self.precision == "int8":
                 node.attrs["act_range"] = self.act_ranges.get(node.name)
+        return False
 
 
 class _Plan:
@@ -75,6 +81,7 @@ class _Plan:
         self.input_shapes = input_shapes
         conv_mode = conv_mode or _ConvMode()
         self.precision = conv_mode.precision
+        self.convs = self.fp32_convs = 0   # Conv steps, and those the fallback keeps at fp32
         # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
         self.rewrites = rewrite(sp)
@@ -224,7 +231,8 @@ class _Plan:
                 step = _reference_step(nd, graph, view)
             else:
                 if nd.op == "Conv":
-                    conv_mode.annotate(nd)
+                    self.convs += 1
+                    self.fp32_convs += conv_mode.annotate(nd)
                 step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
@@ -232,7 +240,10 @@ class _Plan:
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
 
     def describe(self) -> str:
-        lines = [f"plan for inputs {self.input_shapes}, convolutions at {self.precision}: "
+        fallback = (f" ({self.fp32_convs} of {self.convs} at fp32: below the per-layer check)"
+                    if self.fp32_convs else "")
+        lines = [f"plan for inputs {self.input_shapes}, convolutions at {self.precision}"
+                 f"{fallback}: "
                  f"{len(self.nodes)} fused nodes, "
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
@@ -347,15 +358,22 @@ class NativeExecutor:
         """{Conv node: (lo, hi)}: the int8 activation ranges in use."""
         return dict(self._mode.act_ranges)
 
-    def set_precision(self, precision: str, act_ranges: dict | None = None) -> None:
+    @property
+    def fp32_nodes(self) -> frozenset:
+        """The Conv nodes kept at fp32 whatever the precision (the per-layer fallback)."""
+        return self._mode.fp32_nodes
+
+    def set_precision(self, precision: str, act_ranges: dict | None = None,
+                      fp32_nodes=()) -> None:
         """Run the convolutions at ``precision`` (fp32, bf16, int8) from the next run on;
-        act_ranges: as at construction (None: keep the current ones)."""
+        act_ranges: as at construction (None: keep the current ones); fp32_nodes: Conv node
+        names that stay at fp32 (precision.fallback_nodes chooses them)."""
         if _precision.check(precision) == "auto":
             raise ValueError("set_precision takes fp32, bf16 or int8; 'auto' chooses with "
                              "calibrate(inputs)")
         self._auto = False
         self._mode = _ConvMode(precision, self._mode.act_ranges if act_ranges is None
-                               else act_ranges)
+                               else act_ranges, fp32_nodes=fp32_nodes)
         self.drop_plans()
 
     def calibrate(self, inputs) -> dict:

@@ -3,9 +3,13 @@ and the "auto" choice under a quality guard.
 
 Precisions (ops.PRECISIONS): "fp32"; "bf16" (inputs rounded to bf16, fp32 sums); "int8"
 (per-output-channel weight scales, activations over calibrated ranges, int32 sums). Only the
-convolutions change; every other op (norms, AdaIN statistics, resize) stays fp32. "auto" takes,
-per stage, the fastest precision whose output passes the quality guard against fp32 on the
-calibration pictures; a stage that fails the guard at a precision is never run at it.
+convolutions change; every other op (norms, AdaIN statistics, resize) stays fp32. A stage at
+bf16 or int8 is a mixed plan where it must be: the convolutions whose rounding costs the most
+(scored one at a time on the calibration pictures and their mirror images) stay at fp32 until
+the stage's output keeps the guard plus a margin (fallback_nodes; plan.describe() counts them).
+"auto" takes, per stage, the fastest precision whose output passes the quality guard against
+fp32 on those pictures; a stage that fails the guard at a precision (every convolution falling
+back) is never run at it.
 
 >>> check("bf16")
 'bf16'
@@ -30,6 +34,11 @@ CHOICES = ops.PRECISIONS + ("auto",)
 # The lowest PSNR (dB) against the fp32 output of the same model that a precision must reach on
 # the calibration pictures (peak: the fp32 output's value range) to be chosen by "auto".
 GUARD_PSNR_DB = {"bf16": 45.0, "int8": 40.0}
+# How far above the guard a bf16/int8 stage's output stays on the pictures it is judged on
+# (with_mirrors; the per-layer fallback makes up any shortfall), for pictures it never saw: on the
+# generator families of the tests (judged on another crop) 0 dB leaves 3 of 16 plans below the
+# guard there, 1.5 dB none, by 0.5 dB at least; 3 dB by 1.2 dB at least.
+FALLBACK_MARGIN_DB = 3.0
 _log = logging.getLogger("a2r_edge")
 
 
@@ -88,62 +97,139 @@ def _median_ms(run, x, rounds: int = 3) -> float:
     return 1e3 * float(np.median(times))
 
 
-def choose(executor, inputs) -> dict:
-    """The "auto" choice for one executor on ``inputs`` (float32 arrays of its one input), judged
-    on its own output; leaves it at the choice. Returns plan_stages' entry."""
+def fallback_nodes(executor, precision: str, ranges: dict, outputs, want) -> list[str]:
+    """The Conv nodes of ``executor`` to keep at fp32 so that at ``precision`` otherwise the
+    model's outputs (outputs(): on the calibration pictures) keep GUARD_PSNR_DB[precision] +
+    FALLBACK_MARGIN_DB against want (their fp32 values): none when the whole stage passes; else
+    each convolution is scored alone at precision (the others fp32) and the fewest of the worst
+    go back to fp32 that make the stage pass (all of them at worst; found by bisection, taking
+    the score as growing with the count). Leaves the executor at precision with that fallback."""
+    need = GUARD_PSNR_DB[precision] + FALLBACK_MARGIN_DB
+
+    def score(fp32) -> float:
+        executor.set_precision(precision, ranges, fp32)
+        return min(psnr(g, w) for g, w in zip(outputs(), want))
+
+    if score(()) >= need:
+        return []
+    convs = list(ranges)   # the Conv nodes that ran natively while probing
+    alone = {n: score([m for m in convs if m != n]) for n in convs}
+    worst = sorted(convs, key=alone.get)
+    lo, hi = 1, len(worst)   # the answer is in [lo, hi]: all of them always pass (fp32)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if score(worst[:mid]) >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    executor.set_precision(precision, ranges, worst[:hi])
+    return worst[:hi]
+
+
+def with_mirrors(pictures, axis: int) -> list:
+    """``pictures`` and each one mirrored along ``axis`` (its width): the pictures a plan is
+    judged on. The int8 ranges come from the pictures alone, so the mirror images stand for
+    pictures they were not taken from: the generator families of the tests lose up to 7 dB on
+    another crop of the sample against the calibrated one, and judged on the mirrors too, their
+    plans keep the guard there (tests/test_precision.py)."""
+    pictures = list(pictures)
+    return pictures + [np.ascontiguousarray(np.flip(p, axis)) for p in pictures]
+
+
+def plan(executor, inputs, precision: str) -> dict:
+    """Set one executor to ``precision`` on ``inputs`` (float32 (N, C, H, W) arrays of its one
+    input): bf16 or int8 with the ranges and per-layer fallback they give, or "auto"'s choice,
+    judged on its own output for the inputs and their mirror images. Returns plan_stages'
+    entry."""
     inputs = list(inputs)
+    judged = with_mirrors(inputs, -1)
     return plan_stages({"model": executor}, {"model": inputs},
-                       lambda: [executor.run(x).copy() for x in inputs], "auto")["model"]
+                       lambda: [executor.run(x).copy() for x in judged], precision)["model"]
+
+
+def choose(executor, inputs) -> dict:
+    """The "auto" choice for one executor on ``inputs``; leaves it at the choice (plan)."""
+    return plan(executor, inputs, "auto")
 
 
 def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
                 known: dict | None = None) -> dict:
     """Set each executor (one per model stage, in model order) to its precision and return
-    {stage: {"precision", "reason", "act_ranges", "ms", "psnr"}}.
+    {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "ms", "psnr"}}.
 
     stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
     activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
-    the calibration pictures with the executors as they are now, judged against the all-fp32
-    ones. precision: "bf16"/"int8" sets every stage to it; "auto" takes per stage, in order
-    (earlier stages at their choice), the fastest precision whose run time on the stage's first
-    input beats the others and whose model output keeps GUARD_PSNR_DB; fp32 when none passes.
-    known: a previous result for the same model and machine (ranges and choices are reused)."""
+    the calibration pictures and their mirror images (with_mirrors) with the executors as they
+    are now, judged against the all-fp32 ones. precision: "bf16"/"int8" sets every stage to
+    it, with its per-layer fallback (fallback_nodes, kept in fp32_nodes: {precision: [Conv
+    nodes]}); "auto" takes per stage, in order (earlier stages at their choice), the fastest
+    precision whose run time on the stage's first input beats the others and whose model output
+    keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
+    passes. known: a previous result for the same model and machine (ranges, fallbacks and
+    choices are reused; outputs() is not called when every stage's plan is in it)."""
     known = known or {}
-    want = outputs() if precision == "auto" else None
+
+    def stored(hit) -> bool:   # the stage's plan is in known, fallback included
+        p = hit.get("precision") if precision == "auto" else precision
+        return p in runnable() and (p == "fp32" or p in (hit.get("fp32_nodes") or {}))
+
+    # the all-fp32 outputs, before any stage changes (not needed when every plan is stored)
+    judged = not all(stored(known.get(name) or {}) for name in executors)
+    want = outputs() if judged else None
     result = {}
     for name, ex in executors.items():
         hit = known.get(name) or {}
         ranges = {k: tuple(v) for k, v in hit["act_ranges"].items()} if "act_ranges" in hit \
             else calibrate_ranges(ex, stage_inputs[name])
-        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}}
+        fallback = dict(hit.get("fp32_nodes") or {})
+
+        def set_at(p):   # p with its per-layer fallback (found once per stage and precision)
+            if p == "fp32":
+                ex.set_precision(p, ranges)
+                return
+            if p not in fallback:
+                fallback[p] = fallback_nodes(ex, p, ranges, outputs, want)
+            ex.set_precision(p, ranges, fallback[p])
+
+        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}, "fp32_nodes": fallback}
         if precision != "auto":
-            ex.set_precision(precision, ranges)
-            result[name] = dict(entry, precision=precision, reason="asked for", ms={}, psnr={})
+            set_at(precision)
+            result[name] = dict(entry, precision=precision, reason="asked for" + _fallback_note(
+                fallback[precision], ranges), ms={}, psnr={})
             continue
-        if hit.get("precision") in runnable():
-            ex.set_precision(hit["precision"], ranges)
+        if stored(hit):
+            set_at(hit["precision"])
             result[name] = dict(hit, reason=hit["reason"] + " [stored]")
             continue
         x0 = stage_inputs[name][0]
-        ex.set_precision("fp32", ranges)
-        ms, scores = {"fp32": _median_ms(ex.run, x0)}, {}
+        set_at("fp32")
+        ms, scores, all_fp32 = {"fp32": _median_ms(ex.run, x0)}, {}, []
         for p in ("int8", "bf16"):
             if p not in runnable():
                 continue
-            ex.set_precision(p, ranges)
+            set_at(p)
+            if ranges and len(fallback[p]) == len(ranges):   # no convolution left at p
+                all_fp32.append(p)
+                ex.set_precision(p, ranges)
             ms[p] = _median_ms(ex.run, x0)
             scores[p] = min(psnr(g, w) for g, w in zip(outputs(), want))
-        passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p]]
+        passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p] and p not in all_fp32]
         best = min(passing + ["fp32"], key=lambda p: ms[p])
         failed = [f"{p} {scores[p]:.1f} dB < {GUARD_PSNR_DB[p]:.0f}" for p in scores
                   if p not in passing]
         reason = ("fastest passing the guard: " + ", ".join(f"{p} {ms[p]:.1f} ms" for p in ms)
                   + "; " + ", ".join(f"{p} {scores[p]:.1f} dB" for p in scores)
-                  + (f"; failed: {', '.join(failed)}" if failed else ""))
-        ex.set_precision(best, ranges)
+                  + (f"; failed: {', '.join(failed)}" if failed else "")
+                  + (_fallback_note(fallback[best], ranges) if best != "fp32" else ""))
+        set_at(best)
         _log.info("stage %s at %s: %s", name, best, reason)
         result[name] = dict(entry, precision=best, reason=reason, ms=ms, psnr=scores)
     return result
+
+
+def _fallback_note(nodes: list, ranges: dict) -> str:
+    return (f"; {len(nodes)} of {len(ranges)} convolutions kept at fp32 (per-layer fallback)"
+            if nodes else "")
 
 
 # --- calibration pictures and the stored choices -------------------------------------------------

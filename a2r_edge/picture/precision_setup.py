@@ -48,8 +48,9 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
             convert(p)
         runners.update(saved)
         stored_at = prec.store_path(model_digest())
+        judged = prec.with_mirrors(pictures, 1)   # (H, W[, C]): mirrored left to right
         chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
-                                  lambda: [convert(p) for p in pictures], precision,
+                                  lambda: [convert(p) for p in judged], precision,
                                   prec.load(stored_at, precision))
         prec.store(stored_at, precision, chosen)
     finally:

@@ -24,53 +24,61 @@ static inline uint32_t a2r_float_to_bits(float f) {
     return u;
 }
 
-/* e^x within 2 ulp on [-87.3, 88.7]; +inf above, 0 below, NaN stays NaN.
- * Cephes-style: x = n*ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n from bits. */
-static inline float a2r_expf(float x) {
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    float t = A2R_MADD(xc, log2e, A2R_ROUND_MAGIC);
-    float n = t - A2R_ROUND_MAGIC;
-    uint32_t ni = a2r_float_to_bits(t) - a2r_float_to_bits(A2R_ROUND_MAGIC); /* n as an integer */
-    float r = A2R_MADD(n, -ln2_hi, xc);
-    r = A2R_MADD(n, -ln2_lo, r);
-    float p = 1.9875691500e-4f;
-    p = A2R_MADD(p, r, 1.3981999507e-3f);
-    p = A2R_MADD(p, r, 8.3334519073e-3f);
-    p = A2R_MADD(p, r, 4.1665795894e-2f);
-    p = A2R_MADD(p, r, 1.6666665459e-1f);
-    p = A2R_MADD(p, r, 5.0000001201e-1f);
-    p = A2R_MADD(p, r * r, r + 1.0f);
-    /* 2^n split in two factors so that n = 128 (x near 88.7) does not overflow the exponent. */
-    float s1 = a2r_bits_to_float((ni + 126u) << 23);
-    float y = p * s1 * 2.0f;
-    y = x > 88.72f ? __builtin_inff() : y;
-    y = x < -103.9f ? 0.0f : y;
-    return y;
+/* SiLU, x * sigmoid(x) = x / (1 + e^-x), scalar (a2r_silu1) and on one vector register
+ * (a2r_vsilu). GCC 12 vectorises such scalar code at AVX-512 but leaves it scalar at AVX2 (the
+ * float <-> bits moves and the selects defeat its cost model), so the vector loops call
+ * a2r_vsilu. Both do the same operations in the same order, A2R_VMADD fusing exactly where
+ * A2R_MADD does: a vector body and its scalar tail agree bit for bit.
+ *
+ * e^-x: x is clamped to [A2R_SILU_LO, A2R_SILU_HI], n = rint(-x log2 e) by the magic-number add,
+ * e^-x = 2^n e^-r with r = x + n ln2, |r| <= ln2/2, e^-r by a degree-5 polynomial (minimax for
+ * relative error on [-ln2/2, ln2/2]: 1.5e-7), 2^n from the bits of the rounding sum: 14 vector
+ * operations and one of them a division, where the Cephes exp (degree 7, a two-part ln2 also
+ * with FMA, a two-factor 2^n, special cases as selects) took 23. Relative error of the result
+ * < 5e-7 where it is a normal float (tests/test_silu.py).
+ *
+ * Special values, as numpy's x / (1 + exp(-x)) in float32: at the low clamp n = 128, whose bits
+ * 2^n are +inf's, so e^-x = inf there and x / inf = -0 (x <= -88.4; the true value is below
+ * 4e-37), -inf / inf = NaN; at the high clamp e^-x ~ 1e-38 and 1 + e^-x = 1, so y = x, +inf too;
+ * NaN stays NaN (the clamp keeps it: min/max return their second operand when one is NaN). */
+#define A2R_SILU_LO (-88.5f) /* -x log2 e = 127.7: n = 128 -> 2^n = +inf (n = 129 would wrap) */
+#define A2R_SILU_HI 87.3f    /* n = -126: 2^n the smallest normal float */
+/* 1.5 * 2^23 + 127: t = -x log2 e + this rounds to an integer, and the low mantissa bits of t
+ * hold n + 127, so (bits(t) << 23) is 2^n's bit pattern (the upper bits shift out). */
+#define A2R_SILU_MAGIC (A2R_ROUND_MAGIC + 127.0f)
+#define A2R_LOG2E 1.44269504088896341f
+/* With a fused multiply-add n*ln2 + x is one rounding and ln2 as one float (error 1.9e-9, times
+ * |n| <= 128) costs 2.4e-7 relative; without FMA n*ln2 alone would round by up to 3.8e-6, so
+ * ln2 comes in two parts (Cody-Waite: n * 0.693359375 is exact). */
+#if defined(__FMA__)
+#define A2R_LN2_PARTS(r, madd, n, x) r = madd(n, A2R_S(0.693147180559945f), x)
+#else
+#define A2R_LN2_PARTS(r, madd, n, x) \
+    r = madd(n, A2R_S(0.693359375f), x); r = madd(n, A2R_S(-2.12194440e-4f), r)
+#endif
+/* e^-r = 1 - r + r^2/2 - ...: the minimax coefficients, highest first. */
+#define A2R_EXPM_POLY(p, madd, r)                                                              \
+    p = madd(A2R_S(-8.290272206e-3f), r, A2R_S(4.189816117e-2f));                              \
+    p = madd(p, r, A2R_S(-1.666763872e-1f));                                                   \
+    p = madd(p, r, A2R_S(4.999914765e-1f));                                                    \
+    p = madd(p, r, A2R_S(-9.999997020e-1f));                                                   \
+    p = madd(p, r, A2R_S(1.0f))
+
+static inline float a2r_silu1(float x) {
+#define A2R_S(c) (c)
+    const float xc = x < A2R_SILU_LO ? A2R_SILU_LO : (x > A2R_SILU_HI ? A2R_SILU_HI : x);
+    const float t = A2R_MADD(xc, -A2R_LOG2E, A2R_SILU_MAGIC);
+    const float n = t - A2R_SILU_MAGIC;
+    float r, p;
+    A2R_LN2_PARTS(r, A2R_MADD, n, xc);
+    A2R_EXPM_POLY(p, A2R_MADD, r);
+#undef A2R_S
+    return x / (1.0f + p * a2r_bits_to_float(a2r_float_to_bits(t) << 23));
 }
 
-/* x * sigmoid(x) = x / (1 + e^-x); -inf -> NaN and NaN -> NaN, as numpy's x / (1 + exp(-x)). */
-static inline float a2r_silu1(float x) { return x / (1.0f + a2r_expf(-x)); }
-
-/* --- the same on one vector register (a2r_vf) ------------------------------------------------
- * GCC 12 vectorises a2r_expf at AVX-512 but leaves it scalar at AVX2 (the float <-> bits moves
- * and the selects defeat its cost model), so the loops that need e^x call these instead. Each
- * lane does a2r_expf's operations in the same order, A2R_VMADD fusing exactly where A2R_MADD
- * does: a vector body and its scalar tail agree bit for bit. */
 typedef uint32_t a2r_vu __attribute__((vector_size(4 * A2R_VEC_FLOATS)));
 
 static inline a2r_vf a2r_vsplat(float v) { return (a2r_vf){0.0f} + v; }
-
-/* m ? a : b per lane, m from a vector comparison (all ones or all zeros). AVX2: one blend (GCC
- * keeps the and/andnot/or form); AVX-512: GCC makes the generic form one vpternlogd. */
-static inline a2r_vf a2r_vselect(a2r_vu m, a2r_vf a, a2r_vf b) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
-    return (a2r_vf)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)m);
-#else
-    return (a2r_vf)(((a2r_vu)a & m) | ((a2r_vu)b & ~m));
-#endif
-}
 
 /* x < lo ? lo : (x > hi ? hi : x) per lane, NaN kept: min/max return their second operand when
  * one is NaN, so x goes second. */
@@ -80,44 +88,22 @@ static inline a2r_vf a2r_vclamp(a2r_vf x, a2r_vf lo, a2r_vf hi) {
 #elif defined(__AVX2__)
     return (a2r_vf)_mm256_min_ps((__m256)hi, _mm256_max_ps((__m256)lo, (__m256)x));
 #else
-    return a2r_vselect((a2r_vu)(x < lo), lo, a2r_vselect((a2r_vu)(x > hi), hi, x));
+    const a2r_vu below = (a2r_vu)(x < lo), above = (a2r_vu)(x > hi);
+    const a2r_vf y = (a2r_vf)(((a2r_vu)hi & above) | ((a2r_vu)x & ~above));
+    return (a2r_vf)(((a2r_vu)lo & below) | ((a2r_vu)y & ~below));
 #endif
 }
 
-/* e^x of a2r_expf's clamped argument, without its two special cases (the callers add those
- * they need). */
-static inline a2r_vf a2r_vexpf_clamped(a2r_vf x) {
-    const a2r_vf magic = a2r_vsplat(A2R_ROUND_MAGIC);
-    const a2r_vf xc = a2r_vclamp(x, a2r_vsplat(-87.3f), a2r_vsplat(88.7f));
-    const a2r_vf t = A2R_VMADD(xc, a2r_vsplat(1.44269504088896341f), magic);
-    const a2r_vf n = t - magic;
-    const a2r_vu ni = (a2r_vu)t - (a2r_vu)magic;
-    a2r_vf r = A2R_VMADD(n, a2r_vsplat(-0.693359375f), xc);
-    r = A2R_VMADD(n, a2r_vsplat(2.12194440e-4f), r);
-    a2r_vf p = a2r_vsplat(1.9875691500e-4f);
-    p = A2R_VMADD(p, r, a2r_vsplat(1.3981999507e-3f));
-    p = A2R_VMADD(p, r, a2r_vsplat(8.3334519073e-3f));
-    p = A2R_VMADD(p, r, a2r_vsplat(4.1665795894e-2f));
-    p = A2R_VMADD(p, r, a2r_vsplat(1.6666665459e-1f));
-    p = A2R_VMADD(p, r, a2r_vsplat(5.0000001201e-1f));
-    p = A2R_VMADD(p, r * r, r + 1.0f);
-    const a2r_vf s1 = (a2r_vf)((ni + 126u) << 23);
-    return p * s1 * 2.0f;
-}
-
-/* a2r_expf, lane by lane. */
-static inline a2r_vf a2r_vexpf(a2r_vf x) {
-    a2r_vf y = a2r_vexpf_clamped(x);
-    y = a2r_vselect((a2r_vu)(x > a2r_vsplat(88.72f)), a2r_vsplat(__builtin_inff()), y);
-    return a2r_vselect((a2r_vu)(x < a2r_vsplat(-103.9f)), a2r_vsplat(0.0f), y);
-}
-
-/* a2r_silu1, lane by lane. The underflow case of e^-x (x > 103.9) is left out: there e^-x is
- * 0 or, clamped, 1.2e-38, and 1 + either rounds to 1, so x / 1 = x all the same. */
 static inline a2r_vf a2r_vsilu(a2r_vf x) {
-    const a2r_vf e = a2r_vexpf_clamped(-x);
-    return x / (1.0f + a2r_vselect((a2r_vu)(x < a2r_vsplat(-88.72f)),
-                                   a2r_vsplat(__builtin_inff()), e));
+#define A2R_S(c) a2r_vsplat(c)
+    const a2r_vf xc = a2r_vclamp(x, A2R_S(A2R_SILU_LO), A2R_S(A2R_SILU_HI));
+    const a2r_vf t = A2R_VMADD(xc, A2R_S(-A2R_LOG2E), A2R_S(A2R_SILU_MAGIC));
+    const a2r_vf n = t - A2R_SILU_MAGIC;
+    a2r_vf r, p;
+    A2R_LN2_PARTS(r, A2R_VMADD, n, xc);
+    A2R_EXPM_POLY(p, A2R_VMADD, r);
+#undef A2R_S
+    return x / (1.0f + p * (a2r_vf)((a2r_vu)t << 23));
 }
 
 #endif
