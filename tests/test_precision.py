@@ -75,7 +75,9 @@ def test_bundled_model_keeps_the_guard(sample, fp32_result, precision):
 
 
 def test_bundled_model_auto(sample, fp32_result):
-    engine = Engine(cache_mb=0, precision="auto", calibration=[sample])
+    # backend="native": with the plan's choice a busy machine may measure onnxruntime faster for
+    # a stage, which then has no native precision to choose
+    engine = Engine(cache_mb=0, precision="auto", calibration=[sample], backend="native")
     assert set(engine.precisions) == {"encode", "decode"}
     text = engine.plan.describe()
     for stage, e in engine.precisions.items():
