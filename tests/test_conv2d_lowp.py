@@ -2,12 +2,14 @@
 products; avx512 and avx2: widened bf16 and vpmaddubsw; baseline: plain C) x 1 and 2 threads
 against the float64 reference, within bounds derived from the rounding (tolerances.py); exact
 results where the inputs are representable; the calibrated int8 range and its clamping; bad
-inputs."""
+inputs. bf16 3x3 stride-1 convs also have a Winograd F(2,3) path, forced on and off through
+_kernels.conv2d_set_algo (test_conv2d.conv_algo) and held to its own rounding bound."""
 import numpy as np
 import pytest
 
 from a2r_edge import _kernels, ops
 from a2r_edge.model import reference as ref
+from test_conv2d import WINO_CASES, conv_algo
 from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION
 
 ACTS = [None, "relu", "leaky_relu", "silu"]
@@ -44,14 +46,44 @@ def bound(precision, x, wt, s, p, d, g, act_range=None):
     return INT8_SLACK * b + fp32
 
 
-def check(precision, x, wt, b, s=1, p=0, d=1, g=1, act=None, residual=None, act_range=None):
-    got = ops.conv2d(x, wt, b, s, p, d, g, act, alpha=0.2, residual=residual,
-                     precision=precision, act_range=act_range)
+# Winograd F(2,3) (common/winograd_f23.h): Y = AT [(G g G^T) .* (BT d BT^T)] AT^T per 2x2 tile
+WINO_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+WINO_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
+WINO_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
+# |AT|_ia |G|_au |BT|_as summed over the 4 transform positions a: tile output i, tap u, patch s
+WINO_K = np.einsum("ia,au,as->ius", np.abs(WINO_AT), np.abs(WINO_G), np.abs(WINO_BT))
+
+
+def wino_bound(x, wt, p):
+    """Largest |y - reference| of the bf16 Winograd path (3x3, stride 1, pad p) per output value.
+    Only U = G g G^T and V = BT d BT^T are rounded to bf16 (products exact, fp32 sums), so
+    |dy| <= (2u + u^2) |AT| (sum_c |U_c| .* |V_c|) |AT|^T with |U| <= |G||g||G|^T and
+    |V| <= |BT||d||BT|^T, plus the fp32 error of the transforms and sums (REDUCTION on the same
+    magnitudes): per tile, K (x) K applied to |w| and the 4x4 patch of |x|."""
+    n, c, h, w = x.shape
+    oh, ow = h + 2 * p - 2, w + 2 * p - 2
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
+    xp[:, :, p:p + h, p:p + w] = np.abs(x)
+    patches = np.lib.stride_tricks.sliding_window_view(xp, (4, 4), axis=(2, 3))[:, :, ::2, ::2]
+    q = np.einsum("ius,jvt,ncyxst->ncyxiujv", WINO_K, WINO_K, patches)
+    mag = np.einsum("ocuv,ncyxiujv->noyixj", np.abs(wt).astype(np.float64), q)
+    mag = mag.reshape(n, wt.shape[0], 2 * th, 2 * tw)[:, :, :oh, :ow]
+    return (BF16_PRODUCT + REDUCTION["rtol"]) * mag + REDUCTION["atol"]
+
+
+def check(precision, x, wt, b, s=1, p=0, d=1, g=1, act=None, residual=None, act_range=None,
+          winograd=False):
+    """winograd: the bf16 Winograd path is forced (3x3 stride 1) and held to wino_bound."""
+    with conv_algo("winograd" if winograd else "auto"):
+        got = ops.conv2d(x, wt, b, s, p, d, g, act, alpha=0.2, residual=residual,
+                         precision=precision, act_range=act_range)
     xr = x if act_range is None else np.clip(x, *act_range).astype(np.float32)
     want = ref.conv2d(xr, wt, b, pair(s), pair(p), pair(d), g, act, 0.2, residual)
     assert got.shape == want.shape
     err = np.abs(got.astype(np.float64) - want)
-    lim = bound(precision, xr, wt, s, p, d, g, act_range) * (ACT_LIPSCHITZ if act else 1.0)
+    lim = wino_bound(xr, wt, p) if winograd else bound(precision, xr, wt, s, p, d, g, act_range)
+    lim = lim * (ACT_LIPSCHITZ if act else 1.0)
     assert np.all(err <= lim), (precision, float(err.max()), float((err / lim).max()))
     return got, err
 
@@ -96,17 +128,21 @@ def test_epilogue(native, rng, precision, act):
     check(precision, x, wt, b, 2, 1, 1, 1, act)
 
 
+@pytest.mark.parametrize("algo", ["direct", "winograd"])
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[9]], ids=["3x3", "strided", "big"])
-def test_exact_where_representable(native, rng, case):
-    """bf16: small integers are exact in bf16 and their sums in fp32, so y equals fp32 exactly.
-    int8: integer weights with max |w| = 127 per channel (scale 1) and integer activations over
-    the range (0, levels) (scale 1, zero point 0) quantise without error: y is exact too."""
+def test_exact_where_representable(native, rng, case, algo):
+    """bf16: small integers are exact in bf16 and their sums in fp32, so y equals fp32 exactly;
+    on the Winograd path too (|x|, |w| <= 8: U is a multiple of 1/4 below 2^6, V an integer
+    below 2^5, both exact in bf16's 8 bits). int8: integer weights with max |w| = 127 per
+    channel (scale 1) and integer activations over the range (0, levels) (scale 1, zero point
+    0) quantise without error: y is exact too (int8 has no Winograd path)."""
     n, c, h, w, o, k, s, p, d, g = case
     shape_x, shape_w = (n, c, h, w), (o, c // g, k, k)
     x = rng.integers(-8, 9, shape_x).astype(np.float32)
     wt = rng.integers(-8, 9, shape_w).astype(np.float32)
     want = ref.conv2d(x, wt, None, pair(s), pair(p), pair(d), g)
-    got = ops.conv2d(x, wt, None, s, p, d, g, precision="bf16")
+    with conv_algo(algo):
+        got = ops.conv2d(x, wt, None, s, p, d, g, precision="bf16")
     np.testing.assert_array_equal(got, want)
     levels = _kernels.conv2d_lowp_u8_levels()
     x = rng.integers(0, levels + 1, shape_x).astype(np.float32)
@@ -115,6 +151,50 @@ def test_exact_where_representable(native, rng, case):
     want = ref.conv2d(x, wt, None, pair(s), pair(p), pair(d), g)
     got = ops.conv2d(x, wt, None, s, p, d, g, precision="int8", act_range=(0, levels))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", WINO_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_bf16_winograd_within_rounding(native, rng, case):
+    n, c, h, w, o, p = case
+    x, wt, b = make(rng, n, c, h, w, o, 3)
+    got, err = check("bf16", x, wt, b, 1, p, winograd=True)
+    check("bf16", x, wt, None, 1, p, winograd=True)
+    with conv_algo("direct"):
+        direct = ops.conv2d(x, wt, b, 1, p, precision="bf16")
+    if x.size > 1000:  # really the Winograd path, really bf16
+        assert not np.array_equal(got, direct) and err.max() > 1e-5
+        # typical error: the worst-case bound above is ~7x the direct path's and never reached;
+        # the RMS error is 1.55-1.78x the direct bf16 path's (measured at every ISA level)
+        want = ref.conv2d(x, wt, b, (1, 1), pair(p), (1, 1), 1)
+        rms = lambda y: np.sqrt(np.mean((y.astype(np.float64) - want) ** 2))  # noqa: E731
+        assert rms(got) <= 2.5 * rms(direct), (rms(got), rms(direct))
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_bf16_winograd_epilogue(native, rng, act):
+    x, wt, b = make(rng, 2, 12, 13, 7, 19, 3)
+    residual = rng.standard_normal((2, 19, 13, 7)).astype(np.float32)
+    check("bf16", x, wt, b, 1, 1, act=act, residual=residual, winograd=True)
+    check("bf16", x, wt, b, 1, 0, act=act, winograd=True)
+
+
+def test_bf16_winograd_auto_rule(rng):
+    """auto takes the bf16 Winograd path from 24 channels in and out with C*O >= 1152 (where it
+    was measured faster than direct bf16), bit-identical to the forced path; int8 stays direct."""
+    for c, o, wino in ((32, 32, False), (24, 48, True), (64, 64, True), (16, 96, False)):
+        x, wt, b = make(rng, 1, c, 12, 10, o, 3)
+        conv = ops.Conv2d(wt, b, pad=1, precision="bf16")  # one packing serves both paths
+        got = {}
+        for algo in ("winograd", "direct", "auto"):
+            with conv_algo(algo):
+                got[algo] = conv(x)
+        np.testing.assert_array_equal(got["auto"], got["winograd" if wino else "direct"])
+        assert not np.array_equal(got["winograd"], got["direct"])
+        q = ops.Conv2d(wt, b, pad=1, precision="int8", act_range=(-4, 4))
+        with conv_algo("winograd"):
+            forced = q(x)
+        with conv_algo("direct"):
+            np.testing.assert_array_equal(q(x), forced)
 
 
 def test_int8_calibrated_range_clamps(native, rng):

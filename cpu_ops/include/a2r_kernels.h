@@ -100,10 +100,11 @@ typedef struct {
 int64_t a2r_conv2d_packed_size(const a2r_conv2d_shape *s); /* floats */
 void a2r_conv2d_pack(const a2r_conv2d_shape *s, const float *w, float *packed);
 int64_t a2r_conv2d_workspace_size(const a2r_conv2d_shape *s); /* floats */
-/* Which path 3x3 stride-1 dilation-1 groups-1 convs take: AUTO (default) = Winograd F(2,3) where
- * measured faster, else the direct GEMM; DIRECT / WINOGRAD force one (a test and benchmark hook;
- * process-wide, not to be changed while a conv runs). Both packings are made for such shapes, so
- * a switch needs no repacking. Returns the previous setting. */
+/* Which path 3x3 stride-1 dilation-1 groups-1 convs take, at fp32 and at bf16 (a2r_conv2d_lowp;
+ * int8 is always direct): AUTO (default) = Winograd F(2,3) where measured faster (per precision),
+ * else the direct GEMM; DIRECT / WINOGRAD force one (a test and benchmark hook; process-wide,
+ * not to be changed while a conv runs). Both packings are made for such shapes, so a switch
+ * needs no repacking. Returns the previous setting. */
 #define A2R_CONV2D_AUTO 0
 #define A2R_CONV2D_DIRECT 1
 #define A2R_CONV2D_WINOGRAD 2

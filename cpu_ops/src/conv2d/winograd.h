@@ -1,5 +1,6 @@
 /* Winograd F(2x2, 3x3) for 3x3 stride-1 dilation-1 groups-1 convs (included by kernel.c, which
- * supplies geometry, micro_kernel, epilogue, MR/NR, v_zero_n/v_copy_n).
+ * supplies geometry, micro_kernel, epilogue, MR/NR, v_zero_n; the transforms are
+ * common/winograd_f23.h, shared with the bf16 path conv2d_lowp/winograd_bf16.h).
  *
  * Output tiles of 2x2 pixels, read from 4x4 input patches at stride 2 (Lavin & Gray 2016):
  *   Y = A^T [ (G g G^T) .* (B^T d B) ] A, 16 products per tile instead of 36 (2.25x fewer).
@@ -16,6 +17,8 @@
 #ifndef A2R_CONV2D_WINOGRAD_H
 #define A2R_CONV2D_WINOGRAD_H
 
+#include "winograd_f23.h"
+
 /* V tile budget: 16 * C * nt floats within half of a 1 MB L2 (the same budget as the direct
  * path's strip); at C = 128 that is one NR panel, at C = 32 five (AVX-512). 256 KB and 1 MB
  * measured the same within noise (geomean of the bench shapes, 1 thread, AVX-512 and AVX2). */
@@ -26,12 +29,6 @@ typedef struct {
     int64_t th, tw, tiles, nt, slot;
 } wino_geometry;
 
-/* 3x3, stride 1, dilation 1, one group, not depthwise: where the Winograd path can run. */
-static int wino_able(const a2r_conv2d_shape *s) {
-    return s->kh == 3 && s->kw == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dil_h == 1 &&
-           s->dil_w == 1 && s->groups == 1 && !(s->c == 1 && s->o == 1);
-}
-
 static wino_geometry wino_geometry_of(const a2r_conv2d_shape *s, const geometry *g) {
     wino_geometry wg;
     wg.th = (g->oh + 1) / 2;
@@ -41,33 +38,11 @@ static wino_geometry wino_geometry_of(const a2r_conv2d_shape *s, const geometry 
     panels = A2R_MAX(1, A2R_MIN(panels, WINO_MAX_PANELS));
     panels = A2R_MIN(panels, (wg.tiles + NR - 1) / NR);
     wg.nt = panels * NR;
-    /* V, M (16 x MR x nt), 4 zero-padded input rows and 2 output rows of <= 2*nt + 2 floats,
-     * the input rows split into 8 even/odd arrays of nt + 1 */
-    wg.slot = 16 * s->c * wg.nt + 16 * MR * wg.nt + 6 * (2 * wg.nt + 2) + 8 * (wg.nt + 1) +
+    /* V, M (16 x MR x nt), 4 input rows split into 8 zero-padded even/odd arrays of nt + 1,
+     * 2 output rows of <= 2*nt + 2 floats */
+    wg.slot = 16 * s->c * wg.nt + 16 * MR * wg.nt + 8 * (wg.nt + 1) + 2 * (2 * wg.nt + 2) +
               4 * ALIGN_FLOATS;
     return wg;
-}
-
-/* U[p] = (G g G^T)[p] of one 3x3 filter, in double (rounded once). G rows: (1,0,0),
- * (1/2,1/2,1/2), (1/2,-1/2,1/2), (0,0,1). */
-static void wino_filter(const float *g9, float u[16]) {
-    double t[4][3], r[4][4];
-    for (int j = 0; j < 3; j++) {
-        const double a = g9[j], b = g9[3 + j], c = g9[6 + j];
-        t[0][j] = a;
-        t[1][j] = 0.5 * (a + b + c);
-        t[2][j] = 0.5 * (a - b + c);
-        t[3][j] = c;
-    }
-    for (int i = 0; i < 4; i++) {
-        const double a = t[i][0], b = t[i][1], c = t[i][2];
-        r[i][0] = a;
-        r[i][1] = 0.5 * (a + b + c);
-        r[i][2] = 0.5 * (a - b + c);
-        r[i][3] = c;
-    }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) u[i * 4 + j] = (float)r[i][j];
 }
 
 /* Output channels padded to whole MR blocks: Winograd always uses the full-height tile (the
@@ -89,91 +64,23 @@ static void wino_pack(const a2r_conv2d_shape *s, const float *restrict w,
         }
 }
 
-/* Row pointer for input row iy, columns [ix0, ix0 + n) of plane: in place when inside the image,
- * else a zero-padded copy in buf. */
-static inline const float *wino_row(const float *plane, int64_t h, int64_t w, int64_t iy,
-                                    int64_t ix0, int64_t n, float *buf) {
-    if (iy >= 0 && iy < h && ix0 >= 0 && ix0 + n <= w) return plane + iy * w + ix0;
-    if (iy < 0 || iy >= h) {
-        v_zero_n(buf, n);
-        return buf;
-    }
-    const int64_t a = A2R_MIN(n, A2R_MAX(0, -ix0)), e = A2R_MAX(a, A2R_MIN(n, w - ix0));
-    v_zero_n(buf, a);
-    v_copy_n(buf + a, plane + iy * w + ix0 + a, e - a);
-    v_zero_n(buf + e, n - e);
-    return buf;
-}
-
-/* even[k] = r[2k], odd[k] = r[2k+1], k <= len: the stride-2 patch columns as unit-stride arrays. */
-static inline void wino_split(const float *restrict r, int64_t len, float *restrict even,
-                              float *restrict odd) {
-    for (int64_t k = 0; k <= len; k++) {
-        even[k] = r[2 * k];
-        odd[k] = r[2 * k + 1];
-    }
-}
-
-/* The 16 V values of len tiles from the split rows (e_r, o_r at eo + (2r, 2r+1)*eb) into
- * v[p*ps + k]. */
-static inline void wino_in_tiles(const float *restrict eo, int64_t eb, int64_t len,
-                                 float *restrict v, int64_t ps) {
-    const float *restrict e0 = eo, *restrict o0 = eo + eb, *restrict e1 = eo + 2 * eb,
-                  *restrict o1 = eo + 3 * eb, *restrict e2 = eo + 4 * eb,
-                  *restrict o2 = eo + 5 * eb, *restrict e3 = eo + 6 * eb,
-                  *restrict o3 = eo + 7 * eb;
-    /* the 16 output rows never overlap (ps >= len): no dependence between iterations */
-#pragma GCC ivdep
-    for (int64_t k = 0; k < len; k++) {
-        /* h[r][j] = (d_r B)[j]: d0 - d2, d1 + d2, d2 - d1, d1 - d3 */
-        const float h00 = e0[k] - e0[k + 1], h01 = o0[k] + e0[k + 1],
-            h02 = e0[k + 1] - o0[k], h03 = o0[k] - o0[k + 1];
-        const float h10 = e1[k] - e1[k + 1], h11 = o1[k] + e1[k + 1],
-            h12 = e1[k + 1] - o1[k], h13 = o1[k] - o1[k + 1];
-        const float h20 = e2[k] - e2[k + 1], h21 = o2[k] + e2[k + 1],
-            h22 = e2[k + 1] - o2[k], h23 = o2[k] - o2[k + 1];
-        const float h30 = e3[k] - e3[k + 1], h31 = o3[k] + e3[k + 1],
-            h32 = e3[k + 1] - o3[k], h33 = o3[k] - o3[k + 1];
-        /* rows: B^T along y: h0 - h2, h1 + h2, h2 - h1, h1 - h3 */
-        v[0 * ps + k] = h00 - h20;
-        v[1 * ps + k] = h01 - h21;
-        v[2 * ps + k] = h02 - h22;
-        v[3 * ps + k] = h03 - h23;
-        v[4 * ps + k] = h10 + h20;
-        v[5 * ps + k] = h11 + h21;
-        v[6 * ps + k] = h12 + h22;
-        v[7 * ps + k] = h13 + h23;
-        v[8 * ps + k] = h20 - h10;
-        v[9 * ps + k] = h21 - h11;
-        v[10 * ps + k] = h22 - h12;
-        v[11 * ps + k] = h23 - h13;
-        v[12 * ps + k] = h10 - h30;
-        v[13 * ps + k] = h11 - h31;
-        v[14 * ps + k] = h12 - h32;
-        v[15 * ps + k] = h13 - h33;
-    }
-}
-
 /* V for tiles [t0, t0 + ntile) of image xi (C, h, w); columns [ntile, npan*NR) zeroed.
  * Tile k of a row segment reads patch columns d0..d3 = e[k], o[k], e[k+1], o[k+1] of each of
  * its 4 rows (split into even/odd arrays first), so the transform loop is unit stride in k and
- * vectorises: 16 loads, 16 stores per vector of tiles. */
+ * vectorises: 16 loads, 16 stores per vector of tiles. eo: 4 rows x (even, odd) x (nt + 1). */
 static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
                        const float *restrict xi, int64_t t0, int64_t ntile, int64_t npan,
-                       float *restrict vt, float *restrict rowbuf) {
-    const int64_t c = s->c, nt = wg->nt, rb = 2 * nt + 2, ps = c * nt;
-    float *eo = rowbuf + 4 * rb; /* 4 rows x (even, odd) x (nt + 1) */
-    const int64_t eb = nt + 1;
+                       float *restrict vt, float *restrict eo) {
+    const int64_t c = s->c, nt = wg->nt, ps = c * nt, eb = nt + 1;
     for (int64_t ci = 0; ci < c; ci++) {
         const float *plane = xi + ci * s->h * s->w;
         for (int64_t col = 0, t = t0; col < ntile;) {
             const int64_t ty = t / wg->tw, tx = t % wg->tw;
             const int64_t len = A2R_MIN(wg->tw - tx, ntile - col);
-            const int64_t ix0 = 2 * tx - s->pad_w, n = 2 * len + 2;
+            const int64_t ix0 = 2 * tx - s->pad_w;
             for (int r = 0; r < 4; r++)
-                wino_split(wino_row(plane, s->h, s->w, 2 * ty - s->pad_h + r, ix0, n,
-                                    rowbuf + r * rb),
-                           len, eo + (2 * r) * eb, eo + (2 * r + 1) * eb);
+                wino_split_row(plane, s->h, s->w, 2 * ty - s->pad_h + r, ix0, len,
+                               eo + (2 * r) * eb, eo + (2 * r + 1) * eb);
             wino_in_tiles(eo, eb, len, vt + ci * nt + col, ps);
             col += len;
             t += len;
@@ -192,20 +99,7 @@ static void wino_output(const geometry *g, const wino_geometry *wg,
     for (int64_t col = 0, t = t0; col < ntile;) {
         const int64_t ty = t / wg->tw, tx = t % wg->tw;
         const int64_t len = A2R_MIN(wg->tw - tx, ntile - col);
-        const float *mc = m + col;
-        for (int64_t k = 0; k < len; k++) {
-            float s0[4], s1[4];
-            for (int j = 0; j < 4; j++) {
-                const float a = mc[j * ps + k], b = mc[(4 + j) * ps + k],
-                            c = mc[(8 + j) * ps + k], d = mc[(12 + j) * ps + k];
-                s0[j] = a + b + c;
-                s1[j] = b - c - d;
-            }
-            y0[2 * k] = s0[0] + s0[1] + s0[2];
-            y0[2 * k + 1] = s0[1] - s0[2] - s0[3];
-            y1[2 * k] = s1[0] + s1[1] + s1[2];
-            y1[2 * k + 1] = s1[1] - s1[2] - s1[3];
-        }
+        wino_out_tiles(m + col, ps, len, y0, y1);
         const int64_t oy = 2 * ty, ox = 2 * tx, n = A2R_MIN(2 * len, ow - ox);
         const int64_t at = oy * ow + ox;
         epilogue(y0, bo, residual ? residual + at : NULL, act, alpha, y + at, n);
@@ -232,8 +126,8 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
         float *slot = thread_slot(workspace, A2R_THREAD_ID(), wg.slot);
         float *vt = slot;                          /* 16 * C * nt */
         float *mt = vt + 16 * s->c * wg.nt;        /* 16 * MR * nt */
-        float *rowbuf = mt + 16 * MR * wg.nt;      /* 4 input rows */
-        float *obuf = rowbuf + 4 * (2 * wg.nt + 2) + 8 * (wg.nt + 1); /* 2 output rows */
+        float *eo = mt + 16 * MR * wg.nt;          /* 4 input rows split even/odd */
+        float *obuf = eo + 8 * (wg.nt + 1);        /* 2 output rows */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tb = (it / chunks) % tblocks;
@@ -241,7 +135,7 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
             const int64_t t0 = tb * wg.nt, ntile = A2R_MIN(wg.nt, wg.tiles - t0);
             const int64_t npan = (ntile + NR - 1) / NR;
             const int64_t b0 = chunk * per_chunk, b1 = A2R_MIN(blocks, b0 + per_chunk);
-            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, npan, vt, rowbuf);
+            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, npan, vt, eo);
             for (int64_t ob = b0; ob < b1; ob++) {
                 for (int p = 0; p < 16; p++) {
                     const float *wa = packed + (p * blocks + ob) * s->c * MR;

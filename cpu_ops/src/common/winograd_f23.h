@@ -1,0 +1,115 @@
+/* winograd_f23.h - the transforms of Winograd F(2x2, 3x3) (Lavin & Gray 2016), shared by the
+ * fp32 conv (conv2d/winograd.h) and the bf16 one (conv2d_lowp/winograd_bf16.h): each includer
+ * brings its own GEMM of the transform domain and its own epilogue.
+ *
+ *   Y = A^T [ (G g G^T) .* (B^T d B) ] A: a 2x2 output tile from a 4x4 input patch d at stride 2,
+ *   16 products instead of 36 (2.25x fewer multiplies).
+ * Exactness: B^T and A^T are 0/+-1 (adds only), G has 1/2 (exact scaling); U = G g G^T is made
+ * in double and rounded once. All plain C, fp32 throughout, written for the auto-vectoriser. */
+#ifndef A2R_WINOGRAD_F23_H
+#define A2R_WINOGRAD_F23_H
+
+#include "a2r_math.h"
+
+/* 3x3, stride 1, dilation 1, one group, not 1 -> 1 channel: where F(2,3) can run. */
+static inline int wino_able(const a2r_conv2d_shape *s) {
+    return s->kh == 3 && s->kw == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dil_h == 1 &&
+           s->dil_w == 1 && s->groups == 1 && !(s->c == 1 && s->o == 1);
+}
+
+/* U[p] = (G g G^T)[p] of one 3x3 filter, in double (rounded once). G rows: (1,0,0),
+ * (1/2,1/2,1/2), (1/2,-1/2,1/2), (0,0,1). */
+static inline void wino_filter(const float *g9, float u[16]) {
+    double t[4][3], r[4][4];
+    for (int j = 0; j < 3; j++) {
+        const double a = g9[j], b = g9[3 + j], c = g9[6 + j];
+        t[0][j] = a;
+        t[1][j] = 0.5 * (a + b + c);
+        t[2][j] = 0.5 * (a - b + c);
+        t[3][j] = c;
+    }
+    for (int i = 0; i < 4; i++) {
+        const double a = t[i][0], b = t[i][1], c = t[i][2];
+        r[i][0] = a;
+        r[i][1] = 0.5 * (a + b + c);
+        r[i][2] = 0.5 * (a - b + c);
+        r[i][3] = c;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) u[i * 4 + j] = (float)r[i][j];
+}
+
+/* even[k] = row[ix0 + 2k], odd[k] = row[ix0 + 2k + 1] for k <= len, where row is input row iy
+ * of plane (h x w) and values outside the image are 0: the stride-2 patch columns of a row
+ * segment of len tiles as unit-stride arrays, zero padding included (no padded copy). */
+static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int64_t iy,
+                                  int64_t ix0, int64_t len, float *restrict even,
+                                  float *restrict odd) {
+    for (int par = 0; par < 2; par++) {
+        float *restrict d = par ? odd : even;
+        const int64_t x0 = ix0 + par; /* d[k] reads column x0 + 2k */
+        int64_t a = len + 1, e = len + 1;
+        if (iy >= 0 && iy < h) {
+            a = A2R_MIN(len + 1, x0 >= 0 ? 0 : (1 - x0) / 2);       /* first x0 + 2k >= 0 */
+            e = A2R_MAX(a, A2R_MIN(len + 1, x0 >= w ? 0 : (w - x0 + 1) / 2)); /* ... < w */
+            const float *restrict src = plane + iy * w + x0 + 2 * a;
+            for (int64_t k = 0; k < e - a; k++) d[a + k] = src[2 * k];
+        }
+        for (int64_t k = 0; k < a; k++) d[k] = 0.0f;
+        for (int64_t k = e; k <= len; k++) d[k] = 0.0f;
+    }
+}
+
+/* The 16 V values (B^T d B) of tile k from the split rows (e_r, o_r at eo + (2r, 2r+1)*eb):
+ * patch columns d0..d3 of row r are e_r[k], o_r[k], e_r[k+1], o_r[k+1]. */
+static inline void wino_in_tile(const float *restrict eo, int64_t eb, int64_t k, float v[16]) {
+    float h[4][4];
+    for (int r = 0; r < 4; r++) {
+        const float *e = eo + 2 * r * eb, *o = eo + (2 * r + 1) * eb;
+        /* h[r][j] = (d_r B)[j]: d0 - d2, d1 + d2, d2 - d1, d1 - d3 */
+        h[r][0] = e[k] - e[k + 1];
+        h[r][1] = o[k] + e[k + 1];
+        h[r][2] = e[k + 1] - o[k];
+        h[r][3] = o[k] - o[k + 1];
+    }
+    /* rows: B^T along y: h0 - h2, h1 + h2, h2 - h1, h1 - h3 */
+    for (int j = 0; j < 4; j++) {
+        v[j] = h[0][j] - h[2][j];
+        v[4 + j] = h[1][j] + h[2][j];
+        v[8 + j] = h[2][j] - h[1][j];
+        v[12 + j] = h[1][j] - h[3][j];
+    }
+}
+
+/* wino_in_tile for tiles k < len into v[p*ps + k] (the 16 output rows never overlap: ps >= len). */
+static inline void wino_in_tiles(const float *restrict eo, int64_t eb, int64_t len,
+                                 float *restrict v, int64_t ps) {
+#pragma GCC ivdep
+    for (int64_t k = 0; k < len; k++) {
+        float t[16];
+        wino_in_tile(eo, eb, k, t);
+#pragma GCC unroll 16
+        for (int p = 0; p < 16; p++) v[p * ps + k] = t[p];
+    }
+}
+
+/* A^T M A of len tiles: M position p of tile k at m[p*ps + k]; the tiles' two output rows go to
+ * y0[2k, 2k+1] and y1[2k, 2k+1]. */
+static inline void wino_out_tiles(const float *restrict m, int64_t ps, int64_t len,
+                                  float *restrict y0, float *restrict y1) {
+    for (int64_t k = 0; k < len; k++) {
+        float s0[4], s1[4];
+        for (int j = 0; j < 4; j++) {
+            const float a = m[j * ps + k], b = m[(4 + j) * ps + k], c = m[(8 + j) * ps + k],
+                        d = m[(12 + j) * ps + k];
+            s0[j] = a + b + c;
+            s1[j] = b - c - d;
+        }
+        y0[2 * k] = s0[0] + s0[1] + s0[2];
+        y0[2 * k + 1] = s0[1] - s0[2] - s0[3];
+        y1[2 * k] = s1[0] + s1[1] + s1[2];
+        y1[2 * k + 1] = s1[1] - s1[2] - s1[3];
+    }
+}
+
+#endif
