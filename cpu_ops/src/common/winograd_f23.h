@@ -41,23 +41,32 @@ static inline void wino_filter(const float *g9, float u[16]) {
 
 /* even[k] = row[ix0 + 2k], odd[k] = row[ix0 + 2k + 1] for k <= len, where row is input row iy
  * of plane (h x w) and values outside the image are 0: the stride-2 patch columns of a row
- * segment of len tiles as unit-stride arrays, zero padding included (no padded copy). */
+ * segment of len tiles as unit-stride arrays, zero padding included (no padded copy). One pass
+ * over the row for both (the compiler's deinterleave: 2 loads, 2 permutes, 2 stores per 2
+ * vectors); only the k where either column falls outside the image take the checked loop. */
 static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int64_t iy,
                                   int64_t ix0, int64_t len, float *restrict even,
                                   float *restrict odd) {
-    for (int par = 0; par < 2; par++) {
-        float *restrict d = par ? odd : even;
-        const int64_t x0 = ix0 + par; /* d[k] reads column x0 + 2k */
-        int64_t a = len + 1, e = len + 1;
-        if (iy >= 0 && iy < h) {
-            a = A2R_MIN(len + 1, x0 >= 0 ? 0 : (1 - x0) / 2);       /* first x0 + 2k >= 0 */
-            e = A2R_MAX(a, A2R_MIN(len + 1, x0 >= w ? 0 : (w - x0 + 1) / 2)); /* ... < w */
-            const float *restrict src = plane + iy * w + x0 + 2 * a;
-            for (int64_t k = 0; k < e - a; k++) d[a + k] = src[2 * k];
-        }
-        for (int64_t k = 0; k < a; k++) d[k] = 0.0f;
-        for (int64_t k = e; k <= len; k++) d[k] = 0.0f;
+    const int64_t n = len + 1;
+    if (iy < 0 || iy >= h) {
+        for (int64_t k = 0; k < n; k++) even[k] = odd[k] = 0.0f;
+        return;
     }
+    const float *restrict row = plane + iy * w;
+    /* [a, e): both columns inside, 0 <= ix0 + 2k and ix0 + 2k + 1 <= w - 1 */
+    const int64_t a = A2R_MIN(n, ix0 >= 0 ? 0 : (1 - ix0) / 2);
+    const int64_t e = w - 2 - ix0 < 0 ? a : A2R_MAX(a, A2R_MIN(n, (w - 2 - ix0) / 2 + 1));
+    const float *restrict src = row + ix0 + 2 * a;
+    for (int64_t k = 0; k < e - a; k++) {
+        even[a + k] = src[2 * k];
+        odd[a + k] = src[2 * k + 1];
+    }
+    for (int64_t part = 0; part < 2; part++) /* the k outside [a, e): before, then after */
+        for (int64_t k = part ? e : 0; k < (part ? n : a); k++) {
+            const int64_t x = ix0 + 2 * k;
+            even[k] = x >= 0 && x < w ? row[x] : 0.0f;
+            odd[k] = x + 1 >= 0 && x + 1 < w ? row[x + 1] : 0.0f;
+        }
 }
 
 /* The 16 V values (B^T d B) of tile k from the split rows (e_r, o_r at eo + (2r, 2r+1)*eb):

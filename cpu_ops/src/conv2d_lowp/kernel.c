@@ -103,6 +103,32 @@ static inline uint32_t to_bf16(float f) {
     return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;
 }
 
+/* dst[t] = the lane of (lo[t], hi[t]) rounded to bf16, lo in the low half, t < n (hi NULL: 0).
+ * With AVX512_BF16: vcvtne2ps2bf16 (round to nearest even as to_bf16; like vdpbf16ps, which
+ * reads these lanes, it takes denormals as 0) and one vpermw to interleave the halves, 16 lanes
+ * per step instead of ~16 integer ops per pair; elsewhere to_bf16 lane by lane. */
+static inline void bf16_pack2(const float *restrict lo, const float *restrict hi,
+                              uint32_t *restrict dst, int64_t n) {
+#ifdef LOWP_DOT
+    static const uint16_t interleave[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
+                                            7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28,
+                                            13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512((const void *)interleave);
+    for (int64_t t = 0; t < n; t += 16) {
+        const __mmask16 m = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(m, lo + t);
+        const __m512 b = hi ? _mm512_maskz_loadu_ps(m, hi + t) : _mm512_setzero_ps();
+        const __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(b, a); /* a in 0..15, b in 16..31 */
+        _mm512_mask_storeu_epi32(dst + t, m, _mm512_permutexvar_epi16(idx, halves));
+    }
+#else
+    if (hi)
+        for (int64_t t = 0; t < n; t++) dst[t] = to_bf16(lo[t]) | to_bf16(hi[t]) << 16;
+    else
+        for (int64_t t = 0; t < n; t++) dst[t] = to_bf16(lo[t]);
+#endif
+}
+
 typedef struct {
     float inv, zp; /* qx = clamp(round(x * inv + zp), 0, A2R_U8_LEVELS) */
 } act_quant;
@@ -119,10 +145,7 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
                      act_quant aq, uint32_t *restrict lanes, int64_t n) {
     const float *r0 = rows, *r1 = rows + ld, *r2 = rows + 2 * ld, *r3 = rows + 3 * ld;
     if (!g->int8) {
-        if (nrows >= 2)
-            for (int64_t t = 0; t < n; t++) lanes[t] = to_bf16(r0[t]) | to_bf16(r1[t]) << 16;
-        else
-            for (int64_t t = 0; t < n; t++) lanes[t] = to_bf16(r0[t]);
+        bf16_pack2(r0, nrows >= 2 ? r1 : NULL, lanes, n);
         return;
     }
     const uint32_t zq = to_u8(0.0f, aq);
@@ -423,12 +446,12 @@ static int64_t blocks_per_item(int64_t blocks, int64_t units, int nthr) {
 extern int a2r_conv2d_algo;
 
 /* bf16 Winograd where it can run and was measured to pay. The bf16 GEMM is twice as fast as the
- * fp32 one but the transforms cost the same, so it pays later than at fp32: forced-path times,
- * 1 thread, Zen 4 avx512_bf16, CPU time, Winograd vs direct at 128^2 (C -> O): 16 -> 16 0.53
- * vs 0.42 ms, 32 -> 16 1.33 vs 0.98, 16 -> 32 0.85 vs 0.84, 32 -> 32 1.62 vs 1.75 (at 256^2
- * 7.2 vs 7.0), 24 -> 48 2.09 vs 2.19, 32 -> 64 2.76 vs 3.35, 48 -> 48 2.98 vs 3.79,
- * 64 -> 64 4.6 vs 6.4; 96 -> 96 and 128 -> 128 at 64^2 1.55x and 1.63x. C*O >= 1152 keeps the
- * wins and leaves the break-even 32 -> 32 direct. */
+ * fp32 one but the transforms cost the same, so it pays later than at fp32. Forced-path CPU
+ * times, 1 thread, Zen 4 avx512_bf16, Winograd vs direct at 128^2 (C -> O): 16 -> 16 0.49 vs
+ * 0.40 ms, 32 -> 16 0.93 vs 0.76, 16 -> 32 0.77 vs 0.77, 32 -> 24 1.16 vs 1.12, 24 -> 32 0.99
+ * vs 1.13, 32 -> 32 1.42 vs 1.48 (64^2 0.38 vs 0.38, 256^2 6.9 vs 6.8), 24 -> 48 1.41 vs
+ * 1.73, 64 -> 64 4.4 vs 6.3; 48 -> 48 at 64^2 0.63 vs 0.81. C*O >= 1152 keeps the clear wins and
+ * leaves the break-even 32 -> 32 direct. */
 #define WINO_MIN_C 24
 #define WINO_MIN_O 24
 #define WINO_MIN_CO 1152

@@ -5,10 +5,11 @@
  * As the fp32 path, with the 16 GEMMs of the transform domain at bf16:
  *   1. input transform in fp32, two channels at a time, each V value rounded to bf16 into the
  *      lanes of channel pair cl (channels 2cl, 2cl+1): V[p][cl][nt] (columns past the block 0);
- *   2. per MR block of output channels, M[p] (MR x nt, fp32) = U[p] (MR x cd lanes) * V[p] with
- *      mk_bf16 (vdpbf16ps where the CPU has it), U = G g G^T made in double, rounded to bf16 and
- *      packed once after the direct path's weights;
- *   3. output transform A^T M A in fp32, then the epilogue (bias, residual, activation).
+ *   2. per MR block of output channels and NR panel of tiles, M[p] (MR x NR, fp32) = U[p]
+ *      (MR x cd lanes) * V[p] with mk_bf16 (vdpbf16ps where the CPU has it), U = G g G^T made
+ *      in double, rounded to bf16 and packed once after the direct path's weights;
+ *   3. at once, while M is in L1: the output transform A^T M A in fp32, then the epilogue
+ *      (bias, residual, activation).
  * Numerics: only U and V are rounded to bf16 (relative 2^-8 each); products are exact and sums
  * fp32. The error is that of the direct path with |x| and |w| replaced by |V| and |U|, carried
  * through the 0/+-1 output transform: |dy| <= (2u + u^2) * |A^T| (sum_c |U_c| .* |V_c|) |A|.
@@ -21,6 +22,8 @@
 /* V lanes per block within half of a 1 MB L2 (the fp32 path's budget), at most 8 NR panels. */
 #define WINO_V_BYTES (512 * 1024)
 #define WINO_MAX_PANELS 8
+/* Tiles per fp32 staging chunk of the input transform: 2 x 16 x 64 floats = 8 KB stay in L1. */
+#define WINO_CHUNK 64
 
 typedef struct {
     int64_t tw, tiles, nt, cd, o_pad, v_lanes, slot; /* slot: bytes per thread */
@@ -36,11 +39,12 @@ static wino_geometry wino_geometry_of(const a2r_conv2d_shape *s, const geometry 
     panels = A2R_MAX(1, A2R_MIN(panels, WINO_MAX_PANELS));
     wg.nt = A2R_MIN(panels, (wg.tiles + NR - 1) / NR) * NR;
     wg.v_lanes = 16 * wg.cd * wg.nt;
-    /* V lanes | M (16 x MR x nt floats) | cd lane-row offsets | two channels' 4 input rows split
-     * into 8 even/odd arrays of nt + 1 | 2 output rows of 2*nt + 2 */
+    /* V lanes | M of one panel (16 x MR x NR floats) | cd lane-row offsets | the fp32 stage of
+     * wino_in_lanes | two channels' 4 input rows split into 8 even/odd arrays of nt + 1 |
+     * 2 output rows of 2*NR + 2 */
     wg.slot = round_up(4 * wg.v_lanes, ALIGN) + round_up(4 * 16 * MR * wg.nt, ALIGN) +
-              round_up(4 * wg.cd, ALIGN) + 4 * (16 * (wg.nt + 1) + 2 * (2 * wg.nt + 2)) +
-              2 * ALIGN;
+              round_up(4 * wg.cd, ALIGN) + 4 * 32 * WINO_CHUNK +
+              4 * (16 * (wg.nt + 1) + 2 * (2 * wg.nt + 2)) + 2 * ALIGN;
     return wg;
 }
 
@@ -64,31 +68,31 @@ static void wino_pack(const a2r_conv2d_shape *s, const float *restrict w,
         }
 }
 
-/* wino_in_tile of two channels (split rows at eo0, eo1) for tiles k < len, rounded to bf16
+/* wino_in_tiles of two channels (split rows at eo0, eo1; eo1 NULL: zeros) for tiles k < len,
+ * staged in fp32 by chunks that stay in L1 (stage: 2 x 16 x WINO_CHUNK floats), rounded to bf16
  * and packed into lanes v[p*ps + k] (channel of eo0 in the low half). */
-static inline void wino_in_lanes(const float *restrict eo0, const float *restrict eo1, int64_t eb,
-                                 int64_t len, uint32_t *restrict v, int64_t ps) {
-#pragma GCC ivdep
-    for (int64_t k = 0; k < len; k++) {
-        float a[16], b[16];
-        wino_in_tile(eo0, eb, k, a);
-        wino_in_tile(eo1, eb, k, b);
-#pragma GCC unroll 16
-        for (int p = 0; p < 16; p++) v[p * ps + k] = to_bf16(a[p]) | to_bf16(b[p]) << 16;
+static void wino_in_lanes(const float *eo0, const float *eo1, int64_t eb, int64_t len,
+                          uint32_t *restrict v, int64_t ps, float *restrict stage) {
+    float *stage1 = stage + 16 * WINO_CHUNK;
+    for (int64_t k0 = 0; k0 < len; k0 += WINO_CHUNK) {
+        const int64_t n = A2R_MIN(WINO_CHUNK, len - k0);
+        wino_in_tiles(eo0 + k0, eb, n, stage, WINO_CHUNK);
+        if (eo1) wino_in_tiles(eo1 + k0, eb, n, stage1, WINO_CHUNK);
+        for (int p = 0; p < 16; p++)
+            bf16_pack2(stage + p * WINO_CHUNK, eo1 ? stage1 + p * WINO_CHUNK : NULL,
+                       v + p * ps + k0, n);
     }
 }
 
 /* V lanes of tiles [t0, t0 + ntile) of image xi (C, h, w): vt[(p*cd + cl)*nt + tile], channel
- * pair cl = channels 2cl, 2cl+1 (a missing odd channel reads zeros); columns [ntile, npan*NR)
- * zeroed. eo: 2 channels x 4 rows x (even, odd) x (nt + 1) floats. */
+ * pair cl = channels 2cl, 2cl+1 (a missing odd channel is zeros); columns [ntile, npan*NR)
+ * zeroed. eo: 2 channels x 4 rows x (even, odd) x (nt + 1) floats; stage: wino_in_lanes'. */
 static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
                        const float *restrict xi, int64_t t0, int64_t ntile, int64_t npan,
-                       uint32_t *restrict vt, float *restrict eo) {
+                       uint32_t *restrict vt, float *restrict eo, float *restrict stage) {
     const int64_t nt = wg->nt, eb = nt + 1, ps = wg->cd * nt;
     for (int64_t cl = 0; cl < wg->cd; cl++) {
         const int pair = 2 * cl + 1 < s->c; /* else channel 2cl + 1 is the zero padding */
-        if (!pair)
-            for (int64_t t = 0; t < 8 * eb; t++) eo[8 * eb + t] = 0.0f;
         for (int64_t col = 0, t = t0; col < ntile;) {
             const int64_t ty = t / wg->tw, tx = t % wg->tw;
             const int64_t len = A2R_MIN(wg->tw - tx, ntile - col);
@@ -100,7 +104,7 @@ static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
                     wino_split_row(plane, s->h, s->w, 2 * ty - s->pad_h + rr, ix0, len,
                                    e + (2 * rr) * eb, e + (2 * rr + 1) * eb);
             }
-            wino_in_lanes(eo, eo + 8 * eb, eb, len, vt + cl * nt + col, ps);
+            wino_in_lanes(eo, pair ? eo + 8 * eb : NULL, eb, len, vt + cl * nt + col, ps, stage);
             col += len;
             t += len;
         }
@@ -109,17 +113,17 @@ static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
     }
 }
 
-/* Output transform of one channel's M rows (m + p*MR*nt) for the block's tiles, epilogue into
- * its output plane y. */
+/* Output transform of one channel's M rows (m + p*ps) for tiles [t0, t0 + ntile), ntile <= NR,
+ * epilogue into its output plane y. obuf: 2 rows of 2*NR + 2 floats. */
 static void wino_output(const geometry *g, const wino_geometry *wg, const float *restrict m,
-                        int64_t t0, int64_t ntile, float bo, const float *residual, int act,
-                        float alpha, float *y, float *restrict obuf) {
+                        int64_t ps, int64_t t0, int64_t ntile, float bo, const float *residual,
+                        int act, float alpha, float *y, float *restrict obuf) {
     const int64_t ow = g->ow;
     float *restrict y0 = obuf, *restrict y1 = obuf + 2 * wg->nt + 2;
     for (int64_t col = 0, t = t0; col < ntile;) {
         const int64_t ty = t / wg->tw, tx = t % wg->tw;
         const int64_t len = A2R_MIN(wg->tw - tx, ntile - col);
-        wino_out_tiles(m + col, MR * wg->nt, len, y0, y1);
+        wino_out_tiles(m + col, ps, len, y0, y1);
         const int64_t oy = 2 * ty, ox = 2 * tx, n = A2R_MIN(2 * len, ow - ox);
         const int64_t at = oy * ow + ox;
         epilogue(g, y0, 0, 1.0f, bo, residual ? residual + at : NULL, act, alpha, y + at, n);
@@ -149,7 +153,8 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
         uint32_t *vt = (uint32_t *)slot;
         float *mt = (float *)(slot + round_up(4 * wg.v_lanes, ALIGN));
         int32_t *off = (int32_t *)(mt + round_up(16 * MR * wg.nt, ALIGN / 4));
-        float *eo = (float *)(off + round_up(wg.cd, ALIGN / 4));
+        float *stage = (float *)(off + round_up(wg.cd, ALIGN / 4));
+        float *eo = stage + 32 * WINO_CHUNK;
         float *obuf = eo + 16 * (wg.nt + 1);
         for (int64_t k = 0; k < wg.cd; k++) off[k] = (int32_t)(k * wg.nt); /* V row k */
         #pragma omp for schedule(dynamic, 1)
@@ -159,20 +164,19 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
             const int64_t t0 = tb * wg.nt, ntile = A2R_MIN(wg.nt, wg.tiles - t0);
             const int64_t npan = (ntile + NR - 1) / NR;
             const int64_t b0 = chunk * per_item, b1 = A2R_MIN(blocks, b0 + per_item);
-            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, npan, vt, eo);
+            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, npan, vt, eo, stage);
             for (int64_t ob = b0; ob < b1; ob++) {
-                for (int p = 0; p < 16; p++) {
-                    const uint32_t *ua = packed + (p * blocks + ob) * wg.cd * MR;
+                for (int p = 0; p < 16; p++)
                     for (int64_t pan = 0; pan < npan; pan++)
-                        mk_bf16(MR, wg.cd, ua, vt + p * wg.cd * wg.nt + pan * NR, off,
+                        mk_bf16(MR, wg.cd, packed + (p * blocks + ob) * wg.cd * MR,
+                                vt + p * wg.cd * wg.nt + pan * NR, off,
                                 mt + p * MR * wg.nt + pan * NR, wg.nt);
-                }
                 const int64_t o1 = A2R_MIN((ob + 1) * MR, s->o);
                 for (int64_t o = ob * MR; o < o1; o++) {
                     const int64_t plane = (ni * s->o + o) * g->p;
-                    wino_output(g, &wg, mt + (o - ob * MR) * wg.nt, t0, ntile,
-                                bias ? bias[o] : 0.0f, residual ? residual + plane : NULL, act,
-                                alpha, y + plane, obuf);
+                    wino_output(g, &wg, mt + (o - ob * MR) * wg.nt, MR * wg.nt, t0, ntile,
+                                bias ? bias[o] : 0.0f, residual ? residual + plane : NULL,
+                                act, alpha, y + plane, obuf);
                 }
             }
         }
