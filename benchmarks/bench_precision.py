@@ -2,7 +2,9 @@
 2 threads:
   - the conv kernel at bf16 and at int8 against the same layer at fp32 (goals: bf16 >= 1.6x and
     int8 >= 2.5x on a CPU with AVX512_BF16/VNNI), each with its share of its own roofline
-    (measure.fma_peak / measure.lowp_peak, timed here at the same thread count);
+    (measure.fma_peak / measure.lowp_peak, timed here at the same thread count) and the path
+    each side took (Winograd F(2,3) or direct: for Winograd the share counts the direct
+    multiplies, so it can pass 100%);
   - the bundled model's ONNX stages (the network) at precision="auto" against OpenVINO at its
     default precision (bf16 on such a CPU; goal >= 1.0x) and onnxruntime fp32 (goal >= 1.5x);
   - Engine.convert at precision="auto" against the straightforward pipeline on OpenVINO and on
@@ -15,7 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
-from a2r_edge import Engine, ops
+from a2r_edge import Engine, _kernels, ops
 from a2r_edge.model import NativeExecutor
 from a2r_edge.runtime import cpu, measure
 from conftest import compare
@@ -38,6 +40,18 @@ def peak(precision: str, threads: int) -> float:
 
 # (C = O, H = W): 3x3 pad 1, the bundled model's block shape (32 ch) and a wider one
 CASES = [(32, 128), (64, 128), (32, 256)]
+_DIRECT = 1  # A2R_CONV2D_DIRECT (a2r_kernels.h)
+
+
+def path_taken(conv, x) -> str:
+    """'direct' or 'winograd': the path ``conv`` takes by default (its output is bit-identical to
+    the forced direct path's exactly when it runs direct)."""
+    auto = conv(x).copy()
+    old = _kernels.conv2d_set_algo(_DIRECT)
+    try:
+        return "direct" if np.array_equal(conv(x), auto) else "winograd"
+    finally:
+        _kernels.conv2d_set_algo(old)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
@@ -53,6 +67,7 @@ def test_conv_kernel(benchmark, threads, case, precision):
                      act_range=(float(x.min()), float(x.max())) if precision == "int8" else None)
     out32, out = fp32(x), low(x)
     assert np.abs(out - out32).max() < 0.1  # the same layer
+    paths = {"fp32": path_taken(fp32, x), precision: path_taken(low, x)}
     flops = 2 * c * c * 9 * hw * hw
     row = compare(benchmark, lambda: low(x, out=out), lambda: fp32(x, out=out32),
                   op=f"conv2d {precision}", case=f"{c}ch {hw}^2 3x3", threads=threads,
@@ -60,9 +75,10 @@ def test_conv_kernel(benchmark, threads, case, precision):
     roof = peak(precision, threads)
     row["of_peak"] = row["gflops"] * 1e9 / roof
     of32 = flops / (row["peer_ms"] / 1e3) / peak("fp32", threads)
-    row["case"] += f" {row['of_peak']:.0%} of {precision} roof, fp32 {of32:.0%} of FMA roof"
+    row["case"] += (f" {paths[precision]} {row['of_peak']:.0%} of {precision} roof, fp32 "
+                    f"{paths['fp32']} {of32:.0%} of FMA roof")
     benchmark.extra_info.update(of_peak=row["of_peak"], peak_gops=roof / 1e9,
-                                fp32_of_peak=of32)
+                                fp32_of_peak=of32, paths=paths)
 
 
 def stage_input(stage: str, side: int) -> np.ndarray:
