@@ -25,6 +25,7 @@ CPU only, fixed seeds; with --minutes the learning-rate schedule follows the ela
 reached is recorded in the manifest; `--steps N` runs a step-based schedule, deterministic.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -166,12 +167,21 @@ class KeepLowColour(nn.Module):
         return d + self.back(low)
 
 
+GATE_W = 16       # width of the residual gate's branch (1/4 resolution, --gate)
+GATE_INIT = 4.0   # its starting logit: sigmoid(4) = 0.98, the ungated residual nearly whole
+
+
 class Decoder(nn.Module):
     """upsample "shuffle": conv to 4x channels + PixelShuffle(2) (0.1.0-0.3.0: its sub-pixel
     phases learn different biases and leave a period-2/4 grid, issue 22); "linear": bilinear x2
-    then conv (every output pixel made by the same weights: no phase pattern)."""
+    then conv (every output pixel made by the same weights: no phase pattern).
+    gate: the residual is multiplied by a map g in (0, 1) predicted from the decoder blocks'
+    features (two 3x3 convs at 1/4 resolution, bilinear x4, sigmoid): the network's own
+    drawing-or-toon signal, so that it can leave a drawing's lines alone (g -> 0) and still
+    convert a toon (g -> 1) without one set of filters doing both (issue 22)."""
 
-    def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1, upsample="shuffle", keep_colour=False):
+    def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1, upsample="shuffle", keep_colour=False,
+                 gate=False):
         super().__init__()
         self.upsample = upsample
         k = 1 if upsample == "linear" else 4
@@ -182,18 +192,30 @@ class Decoder(nn.Module):
         self.keep = KeepLowColour() if keep_colour else None
         nn.init.zeros_(self.out.weight)   # start as the identity y = x
         nn.init.zeros_(self.out.bias)
+        self.gate = None
+        if gate:
+            self.gate = nn.Sequential(conv(C3, GATE_W), nn.LeakyReLU(LEAK), conv(GATE_W, 1))
+            nn.init.zeros_(self.gate[2].weight)
+            nn.init.constant_(self.gate[2].bias, GATE_INIT)
 
     def up(self, conv_layer, h):
         if self.upsample == "shuffle":
             return Fn.pixel_shuffle(conv_layer(h), 2)
         return conv_layer(Fn.interpolate(h, scale_factor=2.0, mode="bilinear", align_corners=False))
 
-    def forward(self, f):
-        h = self.blocks(f)
-        h = Fn.leaky_relu(self.up(self.u1, h), LEAK)
+    def forward(self, f, with_gate=False):
+        """The residual d (N, 3, H, W); with_gate: (d, g), g (N, 1, H, W) or None."""
+        b = self.blocks(f)
+        h = Fn.leaky_relu(self.up(self.u1, b), LEAK)
         h = Fn.leaky_relu(self.up(self.u2, h), LEAK)
         d = self.out(h)
-        return d if self.keep is None else self.keep(d)
+        d = d if self.keep is None else self.keep(d)
+        g = None
+        if self.gate is not None:
+            g = torch.sigmoid(Fn.interpolate(self.gate(b), scale_factor=4.0, mode="bilinear",
+                                             align_corners=False))
+            d = d * g
+        return (d, g) if with_gate else d
 
 
 def shuffle_to_linear(sd):
@@ -216,6 +238,13 @@ def conv_path(dec_blocks=N_DEC_BLOCKS, upsample="shuffle", keep_colour=False):
     keep = [(LOWPASS_KERNEL, LOWPASS_STRIDE, 1), (2, 1, LOWPASS_STRIDE)] if keep_colour else []
     return ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
             + [(3, 1, 1)] * (2 * dec_blocks) + up + [(3, 1, 1)] + keep)
+
+
+def gate_path(dec_blocks=N_DEC_BLOCKS):
+    """conv_path of the gate branch (--gate): the encoder and decoder blocks, two 3x3 convs at
+    1/4 resolution, a bilinear x4 (2 taps at 1/4 resolution)."""
+    return ([(3, 1, 1), (3, 2, 1), (3, 2, 1)] + [(3, 1, 1)] * (2 * N_ENC_BLOCKS)
+            + [(3, 1, 1)] * (2 * dec_blocks) + [(3, 1, 1), (3, 1, 1), (2, 1, 4)])
 
 
 def receptive_field(layers):
@@ -560,6 +589,19 @@ def main():
     ap.add_argument("--grid", type=float, default=0.0,
                     help="weight of the fixed-phase pattern penalty on the residual "
                          "(phase_pattern), toons and drawings")
+    ap.add_argument("--gate", type=int, default=None,
+                    help="1: the residual is multiplied by a gate map predicted from the picture "
+                         "(Decoder gate); a --resume run keeps the package's unless given "
+                         "(a gate added to a package starts at sigmoid(GATE_INIT))")
+    ap.add_argument("--gate-bce", type=float, default=0.0,
+                    help="weight of the gate's binary cross-entropy: 1 on the toons, 0 on the "
+                         "drawings (needs --drawings)")
+    ap.add_argument("--freeze", type=int, default=0,
+                    help="1: only the gate trains (encoder, decoder, content map frozen), so the "
+                         "resumed package's conversion is kept wherever the gate is 1")
+    ap.add_argument("--save-every", type=int, default=0,
+                    help="also write a package every N steps to OUT/stepNNNNN (an early stop "
+                         "still leaves candidates)")
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("--data-cache", default=None,
                     help="npz of the source pictures (photos, drawings): read if it exists, "
@@ -579,6 +621,8 @@ def main():
         decoder = []
     if len(decoder) != 3 or min(decoder) < 1:
         ap.error(f"--decoder must be three positive integers BLOCKS,D2,D1, got {args.decoder!r}")
+    if args.gate_bce > 0 and not args.drawings > 0:
+        ap.error("--gate-bce needs --drawings (the gate's 0 class)")
     if args.minutes is None and args.steps is None:
         ap.error("give --steps N (a reproducible schedule) or --minutes M (a trial)")
 
@@ -616,11 +660,15 @@ def main():
     upsample = args.upsample or old_upsample or "shuffle"
     keep_colour = bool(args.keep_colour if args.keep_colour is not None
                        else (prev or {}).get("keep_colour", 0))
-    enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour)
+    gate = bool(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
+    if args.freeze and not gate:
+        ap.error("--freeze 1 trains the gate only: give --gate 1")
+    enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour, gate=gate)
     params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters())
                  if p.requires_grad)
     gflops = count_gflops(enc, dec)
-    rf = receptive_field(conv_path(decoder[0], upsample, keep_colour))
+    rf = max(receptive_field(conv_path(decoder[0], upsample, keep_colour)),
+             receptive_field(gate_path(decoder[0])) if gate else 0)
     print(f"params {params}, {gflops:.3f} GFLOP per 512x512 frame, receptive field {rf} px",
           flush=True)
     prev_runs = []
@@ -636,6 +684,11 @@ def main():
                 sd = {k: v for k, v in sd.items() if not k.startswith("keep.")}
                 if dec.keep is not None:   # fixed weights: always the module's own
                     sd.update({f"keep.{k}": v for k, v in dec.keep.state_dict().items()})
+                if dec.gate is None:
+                    sd = {k: v for k, v in sd.items() if not k.startswith("gate.")}
+                else:   # a gate added now starts at its initial state
+                    for k, v in dec.gate.state_dict().items():
+                        sd.setdefault(f"gate.{k}", v)
             mod.load_state_dict(sd, strict=True)
         prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
                                        "lr": LR}])
@@ -661,8 +714,95 @@ def main():
         with open(os.path.join(args.resume, "photo_stats.json")) as fh:
             js = json.load(fh)
         fixed_stats = (js["mean"], js["std"])
-    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters())
-                           + (list(smap.parameters()) if smap is not None else []), lr=args.lr)
+    trained = (list(dec.gate.parameters()) if args.freeze else
+               [p for p in list(enc.parameters()) + list(dec.parameters())
+                + (list(smap.parameters()) if smap is not None else []) if p.requires_grad])
+    for p in list(enc.parameters()) + list(dec.parameters()) + (
+            list(smap.parameters()) if smap is not None else []):
+        p.requires_grad_(False)
+    for p in trained:
+        p.requires_grad_(True)
+    opt = torch.optim.Adam(trained, lr=args.lr)
+    enhance = None   # a new folder gets the resumed package's enhance stage
+    if args.resume and not os.path.exists(os.path.join(args.out, "manifest.json")):
+        with open(os.path.join(args.resume, "manifest.json")) as fh:
+            enhance = next((dict(st) for st in json.load(fh)["stages"]
+                            if st["kind"] == "guided_filter"), None)
+
+    def write_package(out_dir, total, train_s):
+        """The package of the network as it is after `total` steps, into out_dir."""
+        os.makedirs(out_dir, exist_ok=True)
+        e, dc = copy.deepcopy(enc).cpu(), copy.deepcopy(dec).cpu()
+        sm = copy.deepcopy(smap).cpu() if smap is not None else None
+        torch.save({"enc": e.state_dict(), "dec": dc.state_dict(),
+                    "smap": sm.state_dict() if sm is not None else None},
+                   os.path.join(out_dir, "state.pt"))   # kept if the export below fails
+        export(e, dc, out_dir)
+        os.remove(os.path.join(out_dir, "state.pt"))
+        # Bundled statistics: average over the training photos (scale 1, original colours) of
+        # encoder(photo) per-channel mean and sqrt(var + eps).
+        means, stds = [], []
+        with torch.no_grad():
+            for img in (originals[name] for name in photos):
+                p = pipe.pad_to(pipe.to_unit(img)[None], 4)
+                mm, ss = channel_stats(e(torch.from_numpy(p)))
+                means.append(mm.flatten().numpy())
+                stds.append(ss.flatten().numpy())
+        stats = {"mean": [float(v) for v in np.mean(means, 0)],
+                 "std": [float(v) for v in np.mean(stds, 0)]}
+        if sm is not None:
+            stats["content_map"] = {"weight": sm.lin.weight.detach().tolist(),
+                                    "bias": sm.lin.bias.detach().tolist()}
+        with open(os.path.join(out_dir, "photo_stats.json"), "w") as fh:
+            json.dump(stats, fh, indent=1)
+        command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
+                   f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
+                   f"--recipes {args.recipes} --family {args.family} "
+                   f"--extra-photos {args.extra_photos} --stats-map {args.stats_map} "
+                   + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
+                   + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
+                   + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
+                   + (f"--grid {args.grid:g} " if args.grid > 0 else "")
+                   + (f"--gate 1 --gate-bce {args.gate_bce:g} --freeze {args.freeze} " if gate
+                      else "")
+                   + (f"--device {args.device} " if args.device != "cpu" else "")
+                   + f"--version {args.version}"
+                   + (" --resume PREVIOUS" if args.resume
+                      else f" --decoder {','.join(map(str, decoder))}"))
+        runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
+                             "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
+                             "family": args.family, "extra_photos": args.extra_photos,
+                             "stats_map": args.stats_map,
+                             **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
+                             "upsample": upsample, "keep_colour": int(keep_colour),
+                             **({"drawings": args.drawings} if args.drawings > 0 else {}),
+                             **({"grid": args.grid} if args.grid > 0 else {}),
+                             **({"gate": 1, "gate_bce": args.gate_bce, "freeze": args.freeze}
+                                if gate else {}),
+                             "device": args.device, "command": command}]
+        training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
+                    "steps": sum(r["steps"] for r in runs),
+                    "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
+                    "batch": BATCH, "crop": CROP,
+                    "loss": "L1" + (f" ({args.ink_weight:g} x on ink)" if args.ink_weight != 1.0 else "")
+                            + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
+                            + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
+                            + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
+                               "HF energy) on real drawings" if args.drawings > 0 else "")
+                            + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
+                               else "")
+                            + (f" + {args.gate_bce:g} x gate cross-entropy (toons 1, drawings 0)"
+                               if args.gate_bce > 0 else ""),
+                    "data": data_note(photos), "decoder": decoder, "upsample": upsample,
+                    "keep_colour": int(keep_colour), "gate": int(gate), "held_out": HELD_OUT,
+                    "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
+                                       | set((prev or {}).get("drawings", []))),
+                    "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
+                    "torch": torch.__version__}
+        pipe.write_manifest(out_dir, receptive_field=rf, training=training, version=args.version,
+                            enhance=enhance)
+        enc.train()
+        dec.train()
 
     # --steps: cosine over the step count (deterministic replay). --minutes: cosine over the
     # elapsed fraction of the budget (CPU shared with other jobs: the step time drifts), stop at
@@ -692,7 +832,8 @@ def main():
                 m, s = pm, ps
         elif rng.rand() < 0.3:    # batch-average statistics, as the bundled average at inference
             m, s = m.mean(0, keepdim=True), s.mean(0, keepdim=True)
-        out = x + dec(adain(f, m, s))
+        d, g = dec(adain(f, m, s), with_gate=True)
+        out = x + d
         free = ink_free(x, y) if args.tex_mask or args.ink_weight != 1.0 else None
         tex = hf_energy_loss(out, y, free if args.tex_mask else None)
         l1 = (out - y).abs()
@@ -708,87 +849,34 @@ def main():
             md, sd_ = smap(*channel_stats(fd)) if smap is not None else (
                 torch.tensor(fixed_stats[0], device=dev).view(1, -1, 1, 1),
                 torch.tensor(fixed_stats[1], device=dev).view(1, -1, 1, 1))
-            outd = xd + dec(adain(fd, md, sd_))
+            dd, gd = dec(adain(fd, md, sd_), with_gate=True)
+            outd = xd + dd
             draw_l = drawing_loss(outd, xd)
             if args.grid > 0:
                 draw_l = draw_l + args.grid * phase_pattern(outd - xd)
+            if args.gate_bce > 0:   # the toons' gate towards 1, the drawings' towards 0
+                draw_l = draw_l + args.gate_bce * (
+                    Fn.binary_cross_entropy(g.clamp(1e-4, 1 - 1e-4), torch.ones_like(g))
+                    + Fn.binary_cross_entropy(gd.clamp(1e-4, 1 - 1e-4), torch.zeros_like(gd)))
             loss = loss + args.drawings * draw_l
         opt.zero_grad()
         loss.backward()
         opt.step()
-        log_l.append((loss.item(), tex.item(), draw_l.item()))
+        log_l.append((loss.item(), tex.item(), draw_l.item(),
+                      g.mean().item() if g is not None else 1.0,
+                      gd.mean().item() if args.drawings > 0 and gd is not None else 1.0))
         step += 1
         if step % LOG_EVERY == 0:
             lm = np.mean(log_l[-LOG_EVERY:], 0)
             print(f"step {step} lr {opt.param_groups[0]['lr']:.2e} loss {lm[0]:.4f} tex {lm[1]:.4f} "
-                  f"drawings {lm[2]:.4f} "
+                  f"drawings {lm[2]:.4f} gate toons {lm[3]:.3f} drawings {lm[4]:.3f} "
                   f"{time.time() - t_train:.0f} s", flush=True)
-    train_s = time.time() - t_train
-    total = step
-
-    enc, dec = enc.cpu(), dec.cpu()
-    smap = smap.cpu() if smap is not None else None
-    torch.save({"enc": enc.state_dict(), "dec": dec.state_dict(),
-                "smap": smap.state_dict() if smap is not None else None},
-               os.path.join(args.out, "state.pt"))   # kept if the export below fails
-    export(enc, dec, args.out)
-    os.remove(os.path.join(args.out, "state.pt"))
-    # Bundled statistics: average over the training photos (scale 1, original colours) of
-    # encoder(photo) per-channel mean and sqrt(var + eps).
-    means, stds = [], []
-    with torch.no_grad():
-        for img in (originals[name] for name in photos):
-            p = pipe.pad_to(pipe.to_unit(img)[None], 4)
-            mm, ss = channel_stats(enc(torch.from_numpy(p)))
-            means.append(mm.flatten().numpy())
-            stds.append(ss.flatten().numpy())
-    stats = {"mean": [float(v) for v in np.mean(means, 0)],
-             "std": [float(v) for v in np.mean(stds, 0)]}
-    if smap is not None:
-        stats["content_map"] = {"weight": smap.lin.weight.detach().tolist(),
-                                "bias": smap.lin.bias.detach().tolist()}
-    with open(os.path.join(args.out, "photo_stats.json"), "w") as fh:
-        json.dump(stats, fh, indent=1)
-    command = (f"python tools/train_a2r_lite.py --out a2r_edge/models/a2r_lite --steps {total} "
-               f"--threads {args.threads} --lr {args.lr:g} --tex {args.tex:g} --tex-mask {args.tex_mask} "
-               f"--recipes {args.recipes} --family {args.family} "
-               f"--extra-photos {args.extra_photos} --stats-map {args.stats_map} "
-               + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
-               + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
-               + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
-               + (f"--grid {args.grid:g} " if args.grid > 0 else "")
-               + (f"--device {args.device} " if args.device != "cpu" else "")
-               + f"--version {args.version}"
-               + (" --resume PREVIOUS" if args.resume
-                  else f" --decoder {','.join(map(str, decoder))}"))
-    runs = prev_runs + [{"steps": total, "minutes": round(train_s / 60, 1), "lr": args.lr,
-                         "tex": args.tex, "tex_mask": args.tex_mask, "recipes": args.recipes,
-                         "family": args.family, "extra_photos": args.extra_photos,
-                         "stats_map": args.stats_map,
-                         **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
-                         "upsample": upsample, "keep_colour": int(keep_colour),
-                         **({"drawings": args.drawings} if args.drawings > 0 else {}),
-                         **({"grid": args.grid} if args.grid > 0 else {}),
-                         "device": args.device, "command": command}]
-    training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
-                "steps": sum(r["steps"] for r in runs),
-                "minutes": round(sum(r["minutes"] for r in runs), 1), "runs": runs,
-                "batch": BATCH, "crop": CROP,
-                "loss": "L1" + (f" ({args.ink_weight:g} x on ink)" if args.ink_weight != 1.0 else "")
-                        + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
-                        + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
-                        + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
-                           "HF energy) on real drawings" if args.drawings > 0 else "")
-                        + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
-                           else ""),
-                "data": data_note(photos), "decoder": decoder, "upsample": upsample,
-                "keep_colour": int(keep_colour), "held_out": HELD_OUT,
-                "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
-                                   | set((prev or {}).get("drawings", []))),
-                "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
-                "torch": torch.__version__}
-    pipe.write_manifest(args.out, receptive_field=rf, training=training, version=args.version)
-    print(f"trained {total} steps in {train_s / 60:.1f} min; package written to {args.out}")
+        if args.save_every and step % args.save_every == 0:
+            write_package(os.path.join(args.out, f"step{step:05d}"), step, time.time() - t_train)
+            print(f"step {step}: package written to {args.out}/step{step:05d}", flush=True)
+    write_package(args.out, step, time.time() - t_train)
+    print(f"trained {step} steps in {(time.time() - t_train) / 60:.1f} min; package written to "
+          f"{args.out}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""The residual gate of tools/train_a2r_lite.py's decoder (--gate, issue 22): it scales the
+residual by a map in (0, 1), starts near the ungated decoder, closes to the identity, and its
+ONNX graph runs on the native executor as on onnxruntime."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+from a2r_edge.model import SUPPORTED, NativeExecutor
+
+torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def train():
+    sys.path.insert(0, str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location("train_a2r_lite",
+                                                  ROOT / "tools" / "train_a2r_lite.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _decoders(train):
+    torch.manual_seed(3)
+    plain, gated = train.Decoder(), train.Decoder(gate=True)
+    for p in plain.parameters():   # a residual that is not zero (the output conv starts at 0)
+        torch.nn.init.normal_(p, std=0.2)
+    gated.load_state_dict({**plain.state_dict(),
+                           **{f"gate.{k}": v for k, v in gated.gate.state_dict().items()}})
+    return plain, gated
+
+
+def test_gate_starts_near_the_ungated_residual_and_closes_to_the_identity(train):
+    plain, gated = _decoders(train)
+    f = torch.randn(1, train.C3, 9, 11)
+    with torch.no_grad():
+        d0 = plain(f)
+        d, g = gated(f, with_gate=True)
+        assert g.shape == (1, 1, 36, 44)
+        start = torch.sigmoid(torch.tensor(train.GATE_INIT))
+        torch.testing.assert_close(g, torch.full_like(g, float(start)))
+        torch.testing.assert_close(d, d0 * start)
+        gated.gate[2].bias.fill_(-30.0)   # closed: the residual vanishes, y = x
+        assert gated(f).abs().max() < 1e-9 * (1 + d0.abs().max())
+
+
+def test_gated_decoder_runs_natively_as_on_onnxruntime(train, tmp_path):
+    _, gated = _decoders(train)
+    for p in gated.gate.parameters():   # a gate that varies over the picture
+        torch.nn.init.normal_(p, std=0.3)
+    gated.eval()
+    path = str(tmp_path / "decoder.onnx")
+    torch.onnx.export(gated, (torch.zeros(1, train.C3, 8, 8),), path, input_names=["f"],
+                      output_names=["d"], opset_version=17, dynamo=False,
+                      dynamic_axes={"f": {2: "h4", 3: "w4"}, "d": {2: "h", 3: "w"}})
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"Sigmoid", "Mul", "Resize"} <= ops <= SUPPORTED
+    x = np.random.default_rng(0).standard_normal((1, train.C3, 9, 11)).astype(np.float32)
+    want = onnxruntime.InferenceSession(path).run(None, {"f": x})[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(gated(torch.from_numpy(x)).numpy(), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(NativeExecutor(path).run(x), want, rtol=1e-3, atol=1e-3)
+
+
+def test_receptive_field_counts_the_longer_gate_branch(train):
+    plain = train.receptive_field(train.conv_path())
+    assert train.receptive_field(train.gate_path()) > plain == 87
