@@ -353,11 +353,20 @@ def main():
     ap.add_argument("--drawings-only", action="store_true",
                     help="only the real drawings' artefact table and the strength choice "
                          "(printed, nothing written)")
+    ap.add_argument("--detail", type=float, default=None,
+                    help="with --drawings-only: the enhance stage's detail instead of the "
+                         "package's (both tables; the package is not changed)")
     args = ap.parse_args()
+    if args.detail is not None and not args.drawings_only:
+        ap.error("--detail is a --drawings-only trial (--tune chooses the package's)")
     if args.drawings_only:
         base = pipe.Package(args.baseline, threads=1) if args.baseline else None
-        print("\n".join(drawings_section(pipe.Package(args.model, threads=1), base,
-                                         args.baseline_label, None, eval_toons())))
+        pkg = pipe.Package(args.model, threads=1)
+        if args.detail is not None:
+            for st in pkg.stages:
+                if st["kind"] == "guided_filter":
+                    st["detail"] = args.detail
+        print("\n".join(drawings_section(pkg, base, args.baseline_label, None, eval_toons())))
         return
     os.makedirs(args.docs, exist_ok=True)
     sets = recipe_sets()

@@ -16,7 +16,8 @@ Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inferen
           over the training photos (photo_stats.json); --stats-map 1: on most steps the
           target is predicted from the toon's own statistics by a linear content map
           (StatsMap), trained with the network and stored in photo_stats.json, as at inference
-  decode  F' -> d (1, 3, H, W); the engine adds the input: y = x + d
+  decode  F' -> d (1, 3, H, W); the engine adds the input: y = x + d (--gate 1: d is scaled by
+          a map in (0, 1) the decoder predicts from its own features, inside decoder.onnx)
   enhance guided filter (not trained; radius/eps/detail tuned by tools/evaluate_a2r_lite.py)
 Loss: L1 + GRAD_W x gradient L1 + TEX_W x local high-frequency energy matching (hf_energy_loss:
 the output's local RMS of luma high frequencies must match the photo's; no phase alignment
