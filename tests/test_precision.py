@@ -161,17 +161,25 @@ def two_conv_model(w1, w2):
     return m.SerializeToString()
 
 
-def test_per_layer_fallback_keeps_only_the_failing_conv(rng):
-    """The first conv fails int8 (the silent-channel weights of the test above), the second
-    does not: the int8 plan keeps the first at fp32, runs the second at int8, passes the guard
-    and says so."""
+@pytest.fixture
+def one_failing_conv(rng):
+    """(model bytes, input): the first conv fails int8 (the silent-channel weights of the test
+    above), the second does not."""
     if "int8" not in prec.runnable():
         pytest.skip("int8 does not run here")
     w1 = (rng.standard_normal((8, 8, 3, 3)) * 1e-3).astype(np.float32)
     w1[:, 0, 1, 1] = 1.0
     w2 = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
     x = x_where(rng, 8, 32, 32, zero_first=True)
-    ex = NativeExecutor(two_conv_model(w1, w2))
+    return two_conv_model(w1, w2), x
+
+
+def test_per_layer_fallback_keeps_only_the_failing_conv(one_failing_conv):
+    """The first conv fails int8 (the silent-channel weights of the test above), the second
+    does not: the int8 plan keeps the first at fp32, runs the second at int8, passes the guard
+    and says so."""
+    model, x = one_failing_conv
+    ex = NativeExecutor(model)
     want = ex.run(x).copy()
     entry = prec.plan(ex, [x], "int8")
     assert entry["fp32_nodes"]["int8"] == ["first"] and ex.fp32_nodes == {"first"}
@@ -182,19 +190,14 @@ def test_per_layer_fallback_keeps_only_the_failing_conv(rng):
     assert prec.psnr(ex.run(x), want) < GUARD_PSNR_DB["int8"]
 
 
-def test_stored_fallback_is_reused(rng, tmp_path, monkeypatch):
+def test_stored_fallback_is_reused(one_failing_conv, tmp_path, monkeypatch):
     """A stored plan (precision.store / load, JSON) brings its fallback back without scoring
     or judging anything again."""
-    if "int8" not in prec.runnable():
-        pytest.skip("int8 does not run here")
-    w1 = (rng.standard_normal((8, 8, 3, 3)) * 1e-3).astype(np.float32)
-    w1[:, 0, 1, 1] = 1.0
-    w2 = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
-    x = x_where(rng, 8, 32, 32, zero_first=True)
-    ex = NativeExecutor(two_conv_model(w1, w2))
+    model, x = one_failing_conv
+    ex = NativeExecutor(model)
     path = str(tmp_path / "choices.json")
     prec.store(path, "int8", {"model": prec.plan(ex, [x], "int8")})
-    again = NativeExecutor(two_conv_model(w1, w2))
+    again = NativeExecutor(model)
     monkeypatch.setattr(prec, "fallback_nodes", lambda *a: pytest.fail("scored again"))
     entry = prec.plan_stages({"model": again}, {"model": [x]},
                              lambda: pytest.fail("judged again"), "int8",
