@@ -220,7 +220,6 @@ def _build_stacked(x, y, w, b, geo, scratch):
         dst = src[:, :, rows[0][0]:rows[0][0] + rows[0][2], rows[1][0]:rows[1][0] + rows[1][2]]
         part = x[:, :, rows[0][1]:rows[0][1] + rows[0][2], rows[1][1]:rows[1][1] + rows[1][2]]
         copy_in = (src, dst, part)
-    conv = ops.Conv2d(wst, bst, pad=pad, groups=geo["group"])
     strided, crop = (sh, sw) != (1, 1), _crop_needed(ay, ax, geo, y.shape)
     z = scratch.pop(0) if strided or crop else y
     shuffled = (scratch.pop(0) if crop else y) if strided else z
@@ -234,12 +233,13 @@ def _build_stacked(x, y, w, b, geo, scratch):
         shuffle = functools.partial(
             np.copyto, shuffled.reshape(nb, c, ay["groups"], sh, ax["groups"], sw),
             z.reshape(nb, c, sh, sw, ay["groups"], ax["groups"]).transpose(0, 1, 4, 2, 5, 3))
+    conv = ops.Conv2d(wst, bst, pad=pad, groups=geo["group"]).bind(src, out=z)
 
     def conv_transpose():
         if copy_in is not None:
             copy_in[0].fill(0)
             np.copyto(copy_in[1], copy_in[2])
-        conv(src, out=z)
+        conv()
         if shuffle is not None:
             shuffle()
         if crop:
@@ -308,15 +308,16 @@ def _build_phases(x, y, w, b, geo, padded, phase_out):
             out = phase_out.reshape(-1)[:y.shape[0] * y.shape[1] * oh * ow] \
                 .reshape(y.shape[0], y.shape[1], oh, ow)
             jy, jx = py["m0"] - (uy - 1) + pt, px["m0"] - (ux - 1) + pl
-            runs.append((conv, out, dst, out[:, :, jy:jy + py["count"], jx:jx + px["count"]]))
+            runs.append((conv.bind(src, out=out), dst,
+                         out[:, :, jy:jy + py["count"], jx:jx + px["count"]]))
     fill_value = bias.reshape(1, -1, 1, 1)
 
     def conv_transpose():
         if padded is not None:
             padded.fill(0)
             np.copyto(inner, x)
-        for conv, out, dst, part in runs:
-            conv(src, out=out)
+        for conv, dst, part in runs:
+            conv()
             np.copyto(dst, part)
         for dst in fills:
             np.copyto(dst, fill_value)
