@@ -128,6 +128,32 @@ def test_concat_producers_write_into_slices():
     assert ex.plan_for({"x": x.shape}).aliased == 2   # the two convs; "x" is copied
 
 
+def test_reshapes_run_on_their_input_s_memory():
+    """Reshape/Flatten/Unsqueeze/Squeeze get their input's memory and no step, while what
+    reads the input afterwards (an in-place Relu, a Concat) still sees the values it had."""
+    rng = np.random.default_rng(5)
+    b = Builder(rng, 3)
+
+    def ints(values):
+        name = b.name("i")
+        b.inits.append(helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+        return name
+    a = b.conv("x", 3, 4)
+    flat = b.node("Flatten", [a], axis=1)                 # a stays needed below
+    relu = b.node("Relu", [a])                            # may not overwrite a while flat lives
+    back = b.node("Reshape", [flat, ints([1, 4, -1, 1])])
+    sq = b.node("Squeeze", [b.node("Unsqueeze", [relu, ints([0])]), ints([0])])
+    cat = b.node("Concat", [b.node("Reshape", [back, ints([1, 4, 9, 10])]), sq], axis=1)
+    m = b.model(b.conv(cat, 8, 3))
+    ex = NativeExecutor(m, strict=True)
+    x = rng.standard_normal((1, 3, 9, 10)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.views >= 3, p.describe()
+    ran = {nd.op for nd in p.step_nodes}
+    assert "Flatten" not in ran and "Unsqueeze" not in ran
+
+
 def test_adain_stage_matches_reference():
     rng = np.random.default_rng(5)
     b = Builder(rng, 6)

@@ -163,14 +163,24 @@ class _Plan:
                 k += shapes[t][axis]
             nd.attrs["aliased"] = aliased
             self.aliased += len(aliased)
-        # Other tensors: in place over a dying input of the same shape, else a buffer of their own
-        self.inplace = 0
+        # Other tensors: a reshape on its input's memory (its step then vanishes), in place over
+        # a dying input of the same shape, else a buffer of their own
+        self.inplace = self.views = 0
         scratch_ids: list[list[int]] = []
         for i, nd in enumerate(nodes):
+            spec = ops.spec(nd.op, nd.name)
             for t in nd.outputs:
                 if not t or t in loc:
                     continue
-                for x in (nd.inputs if ops.spec(nd.op, nd.name).inplace else ()):
+                x = nd.inputs[0] if spec.view and i not in by_reference else ""
+                if x in loc and x not in consts and groups[loc[x][0]]["external"] is None:
+                    grp = groups[loc[x][0]]
+                    loc[t] = loc[x]
+                    grp["members"].append(t)
+                    grp["last_use"] = max(grp["last_use"], tensor_last(t))
+                    self.views += 1
+                    continue
+                for x in (nd.inputs if spec.inplace else ()):
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
                         continue
                     grp = groups[loc[x][0]]
@@ -183,8 +193,7 @@ class _Plan:
                 else:
                     new_group(t)
             ids = []
-            for shp in ([] if i in by_reference else
-                        ops.spec(nd.op, nd.name).scratch_shapes(nd, shapes, graph)):
+            for shp in ([] if i in by_reference else spec.scratch_shapes(nd, shapes, graph)):
                 groups.append(dict(size=int(np.prod(shp)), members=[], external=None, first=i,
                                    last=i, shape=shp))
                 ids.append(len(groups) - 1)
@@ -247,7 +256,8 @@ class _Plan:
                  f"{len(self.nodes)} fused nodes, "
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
-                 f"{self.inplace} in place, {self.aliased} written into concat slices",
+                 f"{self.inplace} in place, {self.aliased} written into concat slices, "
+                 f"{self.views} reshapes on their input's memory",
                  "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
                  "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
         lines += placement_lines(self.specialised, self.regions)
