@@ -31,6 +31,10 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                     int64_t ky, const int64_t *iy, const float *wy, int64_t kx,
                     const int64_t *ix, const float *wx, float *rows, float *y) noexcept
+    void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
+                   int64_t left, int64_t right, int mode, float value, float *y) noexcept
+    enum:
+        A2R_PAD_CONSTANT, A2R_PAD_REFLECT, A2R_PAD_EDGE
     void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
                      int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                      int64_t oh, int64_t ow, float *y) noexcept
@@ -137,6 +141,15 @@ def maxpool(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t kh, in
             int64_t ow, float[::1] y):
     with nogil:
         a2r_maxpool(&x[0], nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, &y[0])
+
+
+PAD2D_MODES = {"constant": A2R_PAD_CONSTANT, "reflect": A2R_PAD_REFLECT, "edge": A2R_PAD_EDGE}
+
+
+def pad2d(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
+          int64_t left, int64_t right, int mode, float value, float[::1] y):
+    with nogil:
+        a2r_pad2d(&x[0], nc, h, w, top, bottom, left, right, mode, value, &y[0])
 
 
 def pixel_shuffle(const float[::1] x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
