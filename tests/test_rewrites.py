@@ -120,3 +120,18 @@ def test_zero_pad_into_conv():
     p_ = plan(ex, x.shape)
     assert p_.rewrites.pad_into_conv == 1 and not p_.specialised.foreign()
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_pad_and_slice_that_copy_everything_at_a_size_are_dropped():
+    """pix2pix pads its input to a multiple of 16 and slices the result back: at 256^2 the
+    Pad (zeros) and the inner Slice copy everything and are dropped (the last Slice writes the
+    graph output and stays); at 250^2 they do work and stay. Same values as onnxruntime."""
+    path = os.path.join(FIXTURES, "pix2pix_unet.onnx")
+    for side, dropped in ((256, 2), (250, 0)):
+        x = np.random.default_rng(side).uniform(-1, 1, (1, 3, side, side)).astype(np.float32)
+        ex = NativeExecutor(path)
+        assert plan(ex, x.shape).rewrites.identity_at_size == dropped
+        got = ex.run(x)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        want = sess.run(None, {ex.input_names[0]: x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.ptp(want)))

@@ -13,6 +13,8 @@ native side runs.
   Mul, Add): the first Reshape gives (N, G, C/G*H, W) instead, so the InstanceNormalization is
   the native 4-D one (same statistics per group).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
+* A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
+  crop back, pix2pix's): removed, its readers read its input.
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -36,6 +38,7 @@ class Rewrites:
     norm_pattern: int = 0
     groupnorm_pattern: int = 0
     pad_into_conv: int = 0
+    identity_at_size: int = 0
 
     def items(self):
         return dataclasses.asdict(self).items()
@@ -82,7 +85,10 @@ def rewrite(sp: Specialised) -> Rewrites:
     # own copies: the nodes are shared with the executor's graph, which other sizes plan from
     sp.graph.nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                           attrs=dict(n.attrs)) for n in sp.graph.nodes]
-    c, count = _Ctx(sp), Rewrites()
+    count, fused = Rewrites(), {}
+    sp.graph.nodes = _drop_identities(sp, fused, count)
+    c = _Ctx(sp)
+    c.fused.update(fused)
     nodes = sp.graph.nodes
     replaced: dict[int, list[Node]] = {}
     for i, n in enumerate(nodes):
@@ -97,7 +103,7 @@ def rewrite(sp: Specialised) -> Rewrites:
             _groupnorm(c, n, count)
         if new is not None:
             replaced[i] = new
-    if not replaced and not c.replaced:
+    if not replaced and not c.replaced and not fused:
         return count
     out: list[Node] = []
     for i, n in enumerate(nodes):
@@ -119,6 +125,40 @@ def rewrite(sp: Specialised) -> Rewrites:
         if n.name in new_names:
             sp.placements.append(place(sp, n))
     return count
+
+
+def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node]:
+    """The nodes without the Pads and Slices that copy their input unchanged at this size
+    (not graph outputs), their readers reading the input instead."""
+    alias: dict[str, str] = {}
+    outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
+    kept = []
+    for n in sp.graph.nodes:
+        n.inputs = [alias.get(t, t) for t in n.inputs]
+        if n.outputs and n.outputs[0] not in outs and shapes.get(n.outputs[0]) is not None \
+                and shapes.get(n.outputs[0]) == shapes.get(n.inputs[0]) \
+                and _copies_whole(n, consts):
+            alias[n.outputs[0]] = n.inputs[0]
+            fused[n.name] = "the identity at this input size"
+            count.identity_at_size += 1
+            continue
+        kept.append(n)
+    return kept
+
+
+def _copies_whole(n: Node, consts: dict) -> bool:
+    """A Pad of zeros, or a Slice with positive steps keeping the shape (hence everything)."""
+    def const(k):
+        t = n.inputs[k] if len(n.inputs) > k else ""
+        return np.asarray(consts[t]) if t in consts else (None if t else "absent")
+    if n.op == "Pad":
+        pads = n.attrs.get("pads") if "pads" in n.attrs else const(1)
+        return pads is not None and not isinstance(pads, str) and \
+            not np.any(np.asarray(pads))
+    if n.op == "Slice" and len(n.inputs) >= 3:
+        steps = const(4)
+        return isinstance(steps, str) or (steps is not None and bool(np.all(steps > 0)))
+    return False
 
 
 def _drop_unread(nodes: list[Node], outs: set) -> list[Node]:
