@@ -117,6 +117,31 @@ def test_instance_norm_activation_fused(threads, act):
         assert p.nodes[1].attrs["alpha"] == pytest.approx(0.15)
 
 
+def test_conv_transpose_activation_fused_in_the_stacked_form():
+    """ConvTranspose k4 s2 + LeakyRelu and k2 s2 + Relu become one node (the activation in the
+    stacked convolution's epilogue); k3 s2 (per-phase form) + Relu stays two. Values as
+    onnxruntime's."""
+    rng = np.random.default_rng(6)
+    b = Builder(rng, 4)
+
+    def convt(x, cin, cout, k, p):
+        w = b.const(rng.standard_normal((cin, cout, k, k)) / np.sqrt(cin * k))
+        return b.node("ConvTranspose", [x, w, b.const(rng.standard_normal(cout))],
+                      kernel_shape=[k, k], strides=[2, 2], pads=[p] * 4)
+    y = b.node("LeakyRelu", [convt("x", 4, 6, 4, 1)], alpha=0.2)
+    y = b.node("Relu", [convt(y, 6, 5, 2, 0)])
+    y = b.node("Relu", [convt(y, 5, 3, 3, 1)])
+    m = b.model(y)
+    ex = NativeExecutor(m, strict=True)
+    x = rng.standard_normal((1, 4, 7, 10)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert [nd.op for nd in p.nodes] == ["ConvTranspose", "ConvTranspose", "ConvTranspose",
+                                         "Relu"]
+    assert [nd.attrs.get("activation") for nd in p.nodes[:2]] == ["leaky_relu", "relu"]
+    assert p.nodes[0].attrs["alpha"] == pytest.approx(0.2)
+
+
 def test_concat_producers_write_into_slices():
     rng = np.random.default_rng(4)
     b = Builder(rng, 3)

@@ -175,6 +175,16 @@ def _form(x_shape, geo) -> str:
     return "stacked" if all(k % s == 0 for k, s in zip(geo["k"], geo["s"])) else "phases"
 
 
+def takes_activation(node, x_shape, w_shape) -> bool:
+    """Whether this ConvTranspose runs in the stacked form, whose convolution can apply a
+    following Relu/LeakyRelu/SiLU in its epilogue (depth-to-space and the crop only move
+    values). graph.fuse asks before fusing one; the node then carries ``activation``/``alpha``."""
+    try:
+        return _form(x_shape, convt_geometry(node, x_shape, w_shape)) == "stacked"
+    except (ValueError, UnsupportedOpError):
+        return False
+
+
 def _native_pad(ay, ax):
     """The conv's own zero padding gives the window (same zeros before and after x)."""
     return ay["lo"] == ay["hi"] >= 0 and ax["lo"] == ax["hi"] >= 0
@@ -203,9 +213,10 @@ def _stacked_scratch(x_shape, y_shape, geo):
     return shapes
 
 
-def _build_stacked(x, y, w, b, geo, scratch):
-    """Closure: y = ConvTranspose(x) as one stride-1 conv with sh*sw*C_out outputs (ops.Conv2d,
-    bias in its epilogue), then depth-to-space (ops.pixel_shuffle), then the crop."""
+def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01):
+    """Closure: y = activation(ConvTranspose(x)) as one stride-1 conv with sh*sw*C_out outputs
+    (ops.Conv2d, bias and activation in its epilogue), then depth-to-space
+    (ops.pixel_shuffle), then the crop."""
     ay, ax = _stacked_plan(x.shape, geo)
     sh, sw = geo["s"]
     wst, bst = _stacked_weights(w, b, geo)
@@ -233,7 +244,8 @@ def _build_stacked(x, y, w, b, geo, scratch):
         shuffle = functools.partial(
             np.copyto, shuffled.reshape(nb, c, ay["groups"], sh, ax["groups"], sw),
             z.reshape(nb, c, sh, sw, ay["groups"], ax["groups"]).transpose(0, 1, 4, 2, 5, 3))
-    conv = ops.Conv2d(wst, bst, pad=pad, groups=geo["group"]).bind(src, out=z)
+    conv = ops.Conv2d(wst, bst, pad=pad, groups=geo["group"], activation=activation,
+                      alpha=alpha).bind(src, out=z)
 
     def conv_transpose():
         if copy_in is not None:
@@ -358,7 +370,11 @@ def _build(node, graph, shapes, view, scratch):
     b = get(2)
     form = _form(x.shape, geo)
     if form == "stacked":
-        return _build_stacked(x, y, w, b, geo, scratch)
+        return _build_stacked(x, y, w, b, geo, scratch, node.attrs.get("activation"),
+                              node.attrs.get("alpha", 0.01))
+    if node.attrs.get("activation"):
+        raise AssertionError(f"ConvTranspose {node.name!r}: an activation fused into the "
+                             f"{form} form (takes_activation said no)")
     if form == "phases":
         return _build_phases(x, y, w, b, geo, scratch[0] if len(scratch) == 2 else None,
                              scratch[-1])
