@@ -4,8 +4,9 @@
 Per input shape it builds a plan once (cached): static shapes, the fused node list, one float32
 arena holding every intermediate at an offset chosen by liveness (``arena.py``), and one closure
 per node with its views bound. A run then copies the input into the arena and calls the
-closures: no numpy allocation after the first run at a given shape (the prepacked convolutions
-size their workspaces on that run). Not thread-safe: one executor runs one picture at a time.
+closures, each at the thread count measured faster for it (``step_threads.py``): no numpy
+allocation after the first run at a given shape (the prepacked convolutions size their
+workspaces on that run). Not thread-safe: one executor runs one picture at a time.
 
 >>> ex = NativeExecutor("model.onnx")              # doctest: +SKIP
 >>> y = ex.run(x)   # x float32 (1, 3, H, W); y is owned by ex and overwritten by the next run
@@ -28,6 +29,7 @@ from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
 from .rewrite import rewrite
 from .specialise import fold, memory_limit_elements, specialise
+from .step_threads import StepThreads
 
 
 def _reference_step(nd, graph: Graph, view):
@@ -247,6 +249,7 @@ class _Plan:
                 self.steps.append(step)
                 self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
+        self.runner = StepThreads(self.steps)
 
     def describe(self) -> str:
         fallback = (f" ({self.fp32_convs} of {self.convs} at fp32: below the per-layer check)"
@@ -260,7 +263,7 @@ class _Plan:
                  f"{self.views} reshapes on their input's memory",
                  "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
                  "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
-        lines += placement_lines(self.specialised, self.regions)
+        lines += placement_lines(self.specialised, self.regions) + [self.runner.describe()]
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
@@ -468,8 +471,7 @@ class NativeExecutor:
         p = self.plan_for({name: feeds[name].shape for name in self.input_names})
         for name, buf in p.inputs.items():
             np.copyto(buf, feeds[name])
-        for step in p.steps:
-            step()
+        p.runner.run()
         return p.outputs
 
     def run(self, x: np.ndarray) -> np.ndarray:
