@@ -14,7 +14,8 @@ native side runs.
   the native 4-D one (same statistics per group).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
-  crop back, pix2pix's): removed, its readers read its input.
+  crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
+  producer writes it).
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -128,21 +129,37 @@ def rewrite(sp: Specialised) -> Rewrites:
 
 
 def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node]:
-    """The nodes without the Pads and Slices that copy their input unchanged at this size
-    (not graph outputs), their readers reading the input instead."""
+    """The nodes without the Pads and Slices that copy their input unchanged at this size:
+    their readers read the input instead, or, when the copy is a graph output, the input's
+    producer writes the output itself (the input having no other reader)."""
     alias: dict[str, str] = {}
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
+    readers: dict[str, int] = {}
+    for n in sp.graph.nodes:
+        for t in n.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    producer: dict[str, Node] = {}
     kept = []
     for n in sp.graph.nodes:
         n.inputs = [alias.get(t, t) for t in n.inputs]
-        if n.outputs and n.outputs[0] not in outs and shapes.get(n.outputs[0]) is not None \
-                and shapes.get(n.outputs[0]) == shapes.get(n.inputs[0]) \
-                and _copies_whole(n, consts):
-            alias[n.outputs[0]] = n.inputs[0]
+        src = n.inputs[0] if n.inputs else ""
+        if n.outputs and shapes.get(n.outputs[0]) is not None \
+                and shapes.get(n.outputs[0]) == shapes.get(src) and _copies_whole(n, consts):
+            out, made = n.outputs[0], producer.get(src)
+            if out not in outs:
+                alias[out] = src
+                readers[src] += readers.get(out, 0) - 1
+            elif made is not None and readers.get(src) == 1 and src not in outs:
+                made.outputs[made.outputs.index(src)] = out
+                producer[out] = made
+            else:
+                kept.append(n)
+                continue
             fused[n.name] = "the identity at this input size"
             count.identity_at_size += 1
             continue
         kept.append(n)
+        producer.update((t, n) for t in n.outputs if t)
     return kept
 
 

@@ -6,8 +6,8 @@ can cost more than the step, and the model then runs slower on 2 threads than on
 the pix2pix fixture at 256^2 on a shared 2-core VM, 1.8 ms on 1 thread, 6-17 ms on 2). So with
 N > 1 threads configured, a plan's first runs time every step alternately at N threads and at
 1 (after one warm-up run), and from then on each step runs at the count that was faster
-(summed over the samples). The values do not depend on the choice: each kernel's output does
-not depend on its thread count.
+(summed over the samples). The kernels split their work by output rows or planes, so the
+values do not depend on the choice (tests/test_step_threads.py compares them).
 
 The thread count is the kernels' process-wide setting: a step at 1 thread sets it and the run
 puts it back to N before it returns (also on an error). Another thread's kernel that starts
