@@ -35,6 +35,7 @@ def run_both(m, x):
     ("pix2pix_unet", "batchnorm_into_conv", 4),     # ConvTranspose -> BatchNorm (eval)
     ("ugatit_light", "norm_pattern", 12),           # 3 ILN/adaILN x (instance + layer) x 2
     ("animeganv2", "groupnorm_pattern", 21),        # every GroupNorm(1, C)
+    ("animeganv2", "groupnorm_affine", 21),         # ... with its affine as one node
 ])
 def test_rewrites_fire_on_exported_generators(name, field, expected):
     ex = NativeExecutor(os.path.join(FIXTURES, name + ".onnx"))

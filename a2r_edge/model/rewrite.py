@@ -11,7 +11,9 @@ native side runs.
   seen as (N, 1, C*H, W) (two Reshapes).
 * GroupNorm as torch exports it (Reshape to (N, G, -1), InstanceNormalization, Reshape back,
   Mul, Add): the first Reshape gives (N, G, C/G*H, W) instead, so the InstanceNormalization is
-  the native 4-D one (same statistics per group).
+  the native 4-D one (same statistics per group); where the Mul and Add are per-channel
+  constants, the five nodes become one GroupNormalization with per-channel scale and bias
+  (the InstanceNormalization's own folded in), which fusion can give an activation.
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
@@ -38,6 +40,7 @@ class Rewrites:
     batchnorm_as_affine: int = 0
     norm_pattern: int = 0
     groupnorm_pattern: int = 0
+    groupnorm_affine: int = 0
     pad_into_conv: int = 0
     identity_at_size: int = 0
 
@@ -102,6 +105,8 @@ def rewrite(sp: Specialised) -> Rewrites:
             new = _pad_into_conv(c, n, count)
         elif n.op == "InstanceNormalization":
             _groupnorm(c, n, count)
+        elif n.op == "Add":
+            new = _groupnorm_affine(c, n, count)
         if new is not None:
             replaced[i] = new
     if not replaced and not c.replaced and not fused:
@@ -352,6 +357,52 @@ def _groupnorm(c: _Ctx, inorm: Node, count: Rewrites) -> None:
     for node in (r1, inorm):
         c.replaced[node.name] = place(c.sp, node)
     count.groupnorm_pattern += 1
+
+
+def _channel_vector(c: _Ctx, t: str, channels: int):
+    """A constant broadcasting along C only of an NCHW tensor, as (channels,) float64."""
+    v = c.consts.get(t)
+    if v is None or np.ndim(v) > 4 or np.size(v) not in (1, channels):
+        return None
+    shape = (1,) * (4 - np.ndim(v)) + np.shape(v)
+    if shape[0] != 1 or shape[2:] != (1, 1):
+        return None
+    return np.broadcast_to(np.asarray(v, np.float64).reshape(-1), (channels,))
+
+
+def _groupnorm_affine(c: _Ctx, add: Node, count: Rewrites):
+    """Reshape -> InstanceNormalization -> Reshape back -> Mul -> Add (after _groupnorm made the
+    first Reshape 4-D) as one GroupNormalization with per-channel scale and bias."""
+    mul = c.made_by(add.inputs[0], "Mul")
+    r2 = mul and c.made_by(mul.inputs[0], "Reshape")
+    inorm = r2 and c.made_by(r2.inputs[0], "InstanceNormalization")
+    r1 = inorm and c.made_by(inorm.inputs[0], "Reshape")
+    if r1 is None or not all(c.sole(t) for t in (add.inputs[0], mul.inputs[0], r2.inputs[0],
+                                                 inorm.inputs[0])):
+        return None
+    x = r1.inputs[0]
+    xs, gs = c.shapes.get(x, ()), c.shapes.get(inorm.inputs[0], ())
+    if len(xs) != 4 or len(gs) != 4 or c.shapes.get(add.outputs[0]) != xs \
+            or gs != (xs[0], gs[1], xs[1] // gs[1] * xs[2], xs[3]):
+        return None
+    ch, g = xs[1], gs[1]
+    gamma, beta = _channel_vector(c, mul.inputs[1], ch), _channel_vector(c, add.inputs[1], ch)
+    sc, b = (c.consts.get(t) for t in inorm.inputs[1:3])
+    if gamma is None or beta is None or sc is None or b is None or np.size(sc) != g \
+            or np.size(b) != g:
+        return None
+    sc = np.repeat(np.asarray(sc, np.float64).reshape(-1), ch // g)
+    b = np.repeat(np.asarray(b, np.float64).reshape(-1), ch // g)
+    node = Node("GroupNormalization", add.name + "/groupnorm",
+                [x, c.const((sc * gamma).astype(_F32), add.name + "/scale"),
+                 c.const((b * gamma + beta).astype(_F32), add.name + "/bias")],
+                list(add.outputs), {"num_groups": g,
+                                    "epsilon": float(inorm.attrs.get("epsilon", 1e-5))})
+    c.new.append(node)
+    for m in (r1, inorm, r2, mul, add):
+        c.fused.setdefault(m.name, f"into GroupNormalization {node.name!r}")
+    count.groupnorm_affine += 1
+    return [node]
 
 
 # --- Pad into Conv ------------------------------------------------------------------------------
