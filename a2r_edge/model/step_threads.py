@@ -5,8 +5,9 @@ small picture or a busy machine the fork/join (waiting for a core that another p
 can cost more than the step, and the model then runs slower on 2 threads than on 1 (measured:
 the pix2pix fixture at 256^2 on a shared 2-core VM, 1.8 ms on 1 thread, 6-17 ms on 2). So with
 N > 1 threads configured, a plan's first runs time every step alternately at N threads and at
-1 (after one warm-up run), and from then on each step runs at the count that was faster
-(summed over the samples). The kernels split their work by output rows or planes, so the
+1 (after one warm-up run), and from then on each step runs at N only where its slowest
+sample at N beat its fastest at 1 by MARGIN (a second core that is there in one sample and
+taken in the next makes N threads a gamble; 1 thread is the safe side). The kernels split their work by output rows or planes, so the
 values do not depend on the choice (tests/test_step_threads.py compares them).
 
 The thread count is the kernels' process-wide setting: a step at 1 thread sets it and the run
@@ -21,6 +22,7 @@ import time
 from .. import _kernels
 
 SAMPLES = 2   # timed runs at each count, after one warm-up run
+MARGIN = 0.9  # N threads must take under this fraction of 1 thread's time
 
 
 class StepThreads:
@@ -30,7 +32,7 @@ class StepThreads:
         self.steps = steps
         self.choice: dict[int, list[int]] = {}     # configured N -> threads per step
         self._runs: dict[int, int] = {}            # configured N -> runs measured so far
-        self._time: dict[int, list[list[float]]] = {}   # N -> [time at N, time at 1] per step
+        self._time: dict[int, list] = {}   # N -> per step ([times at N], [times at 1])
 
     def run(self) -> None:
         n = _kernels.num_threads()
@@ -61,7 +63,7 @@ class StepThreads:
             for step in self.steps:
                 step()
             return
-        times = self._time.setdefault(n, [[0.0, 0.0] for _ in self.steps])
+        times = self._time.setdefault(n, [([], []) for _ in self.steps])
         k = r % 2                      # odd runs at 1 thread (times[1]), even at N (times[0])
         if k:
             _kernels.set_num_threads(1)
@@ -69,12 +71,14 @@ class StepThreads:
             for step, t in zip(self.steps, times):
                 start = time.perf_counter()
                 step()
-                t[k] += time.perf_counter() - start
+                t[k].append(time.perf_counter() - start)
         finally:
             if k:
                 _kernels.set_num_threads(n)
         if r == 2 * SAMPLES:
-            self.choice[n] = [1 if one < many else n for many, one in times]
+            inf = float("inf")   # (a sample a failed run skipped: no evidence for N)
+            self.choice[n] = [n if max(many, default=inf) < MARGIN * min(one, default=inf)
+                              else 1 for many, one in times]
             del self._time[n]
 
     def describe(self) -> str:
