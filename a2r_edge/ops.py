@@ -281,7 +281,8 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
 # activations over a calibrated range, int32 sums). cpu_ops/src/conv2d_lowp/kernel.c.
 PRECISIONS = ("fp32", "bf16", "int8")
 _PRECISION_CODES = {"bf16": 1, "int8": 2}
-_conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept)
+_conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept);
+#                                   .at, .floats: its address and size (Conv2d.bind's calls)
 
 
 class Conv2d:
@@ -394,13 +395,24 @@ class Conv2d:
         _out(out, (n, o, oh, ow), np.float32, x, *arrays[1:-1])
         shape = self._shape(x.shape)
         need = self._fp32_workspace_need(shape, x.shape)
-        xf, of = x.reshape(-1), out.reshape(-1)
-        rf = None if residual is None else residual.reshape(-1)
-        act = ACT_CODES[self.activation]
+        # the native entry point taking addresses (no memoryview per argument and call): of
+        # x, residual, out (kept by this closure), bias (self.b, kept by self), the packing
+        # (per ISA level, kept in self._packed) and the thread's workspace (_conv_scratch)
+        args = (x.ctypes.data, 0 if self.b is None else self.b.ctypes.data,
+                0 if residual is None else residual.ctypes.data, ACT_CODES[self.activation],
+                self.alpha, out.ctypes.data)
+        packed_at: dict[int, int] = {}
 
         def conv():
-            _kernels.conv2d(shape, xf, self._fp32_packed(shape), self.b, rf, act, self.alpha,
-                            _fp32_workspace(need), of)
+            level = _kernels.get_isa()
+            packed = packed_at.get(level)
+            if packed is None:
+                packed = packed_at[level] = self._fp32_packed(shape).ctypes.data
+            if getattr(_conv_scratch, "floats", 0) < need:
+                _fp32_workspace(need)
+            _kernels.conv2d_at(shape, args[0], packed, args[1], args[2], args[3], args[4],
+                               _conv_scratch.at, _conv_scratch.floats, args[5])
+        conv.keeps = (x, residual, out)
         return conv
 
     def _fp32_packed(self, shape):
@@ -455,7 +467,9 @@ def _fp32_workspace(need: int) -> np.ndarray:
     workspace = getattr(_conv_scratch, "buf", None)
     if workspace is None or workspace.size < need:
         workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
+        _conv_scratch.floats = 0
         workspace = _conv_scratch.buf = np.empty(need, np.float32)
+        _conv_scratch.at, _conv_scratch.floats = workspace.ctypes.data, workspace.size
     return workspace
 
 

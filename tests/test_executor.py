@@ -329,3 +329,34 @@ def test_bad_inputs():
         ex.run(np.zeros((1, 4, 8, 8), np.float32))
     with pytest.raises(ValueError, match="missing"):
         ex.run_many({})
+
+
+def test_native_steps_by_address_keep_their_buffers():
+    """Steps calling a native ``*_at`` entry point pass buffer addresses: every address they
+    pass lies in an array the step itself keeps alive (``keeps``), so no buffer a plan
+    computes once (style statistics, group statistics, scales) can be freed under it."""
+    import functools
+    import os
+    import warnings
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
+    checked = 0
+    for name in ("ugatit_light", "animeganv2", "cyclegan_resnet"):
+        ex = NativeExecutor(os.path.join(fixtures, name + ".onnx"))
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 32, 40)).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ex.run(x)
+        steps = ex.plan_for({ex.input_names[0]: x.shape}).steps
+        for step in steps:
+            calls = [step] + [c.cell_contents for c in (getattr(step, "__closure__", None) or ())
+                              if isinstance(c.cell_contents, functools.partial)]
+            for call in calls:
+                if not (isinstance(call, functools.partial)
+                        and call.func.__name__.endswith("_at")):
+                    continue
+                spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in call.keeps]
+                for v in call.args:
+                    if isinstance(v, int) and v > 1 << 16:
+                        assert any(lo <= v < hi for lo, hi in spans), (name, call.func)
+                checked += 1
+    assert checked > 20

@@ -47,13 +47,13 @@ def test_spatial_pads_match_numpy(native, rng, mode, hw):
 
 
 def test_generator_pads_run_natively_other_pads_by_copies(rng):
-    """The kernel runs the spatial non-negative case (its step is the a2r_pad2d call); wrap,
+    """The kernel runs the spatial non-negative case (its step is the pad2d_at call); wrap,
     negative pads and pads of the channel axis still give np.pad's values."""
     data = rng.standard_normal((1, 3, 9, 8)).astype(np.float32)
     ex = NativeExecutor(_model("reflect", [0, 0, 2, 1, 0, 0, 1, 2]), strict=True)
     ex.run(data)
     (step,) = ex.plan_for({"x": data.shape}).steps
-    assert "pad2d" in step.__code__.co_names
+    assert step.func is _kernels.pad2d_at
     for mode, pads in [("wrap", [0, 0, 2, 1, 0, 0, 1, 2]), ("edge", [0, 1, -2, 1, 0, 0, 1, -3]),
                        ("constant", [0, 2, 1, 0, 0, 1, 0, 1])]:
         x = data

@@ -149,6 +149,14 @@ def copy_build(view_of_x):
     return build
 
 
+def keeping(step, *arrays):
+    """``step`` (a functools.partial of a native ``*_at`` entry point, which takes buffer
+    addresses) holding references to the arrays those addresses are in, so they live as long
+    as the step does."""
+    step.keeps = arrays
+    return step
+
+
 def view_build(node, graph, shapes, view, scratch):
     """Build of a ``view`` op: nothing to run when the plan put y on x's memory, else a copy."""
     x, y = view(node.inputs[0]), view(node.outputs[0])

@@ -11,13 +11,14 @@ graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from ... import _kernels, ops
 from .. import reference as ref
 from .base import (ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, attr_axis, float_dtypes,
-                   operand, plan_consts, register)
+                   keeping, operand, plan_consts, register)
 
 
 def _nchw(n, ins, graph):
@@ -50,12 +51,16 @@ def _build_adain(n, graph, shapes, view, scratch):
             feeds.append((buf.reshape(nb, c), view(s)))
             stats.append(buf)
     sm, ss = stats
-    xf, yf = x.reshape(-1), y.reshape(-1)
+    run = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, h * w,
+                                    sm.ctypes.data, ss.ctypes.data, 0, 0, eps, act, alpha,
+                                    y.ctypes.data), x, y, sm, ss)
+    if not feeds:
+        return run
 
     def adain():
         for dst, src in feeds:
             np.copyto(dst, src)
-        _kernels.adain(xf, nb * c, h * w, sm, ss, None, None, eps, act, alpha, yf)
+        run()
     return adain
 
 
@@ -210,16 +215,20 @@ def _gn_build(n, graph, shapes, view, scratch):
     group_mean, group_std = scratch[0].reshape(-1), scratch[1].reshape(-1)
     mean, std = scratch[2].reshape(nb, g, c // g), scratch[3].reshape(nb, g, c // g)
     per_group = (group_mean.reshape(nb, g, 1), group_std.reshape(nb, g, 1))
-    xf, yf, eps = x.reshape(-1), y.reshape(-1), _epsilon(n)
+    xf, eps = x.reshape(-1), _epsilon(n)
     size = x.size // (nb * g)
     hw = x.size // (nb * c)
+
+    apply = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, hw,
+                                      bias.ctypes.data, scale.ctypes.data, mean.ctypes.data,
+                                      std.ctypes.data, eps, act, alpha, y.ctypes.data),
+                    x, y, bias, scale, mean, std)
 
     def group_norm():
         _kernels.channel_stats(xf, nb * g, size, eps, group_mean, group_std)
         np.copyto(mean, per_group[0])
         np.copyto(std, per_group[1])
-        _kernels.adain(xf, nb * c, hw, bias, scale, mean.reshape(-1), std.reshape(-1), eps,
-                       act, alpha, yf)
+        apply()
     return group_norm
 
 

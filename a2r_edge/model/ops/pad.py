@@ -5,10 +5,12 @@ middle of y once, then fills each padded axis's borders from values already in y
 axis (corners come out as np.pad's)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ... import _kernels
-from .base import OpSpec, UnsupportedOpError, given, plan_consts, register
+from .base import OpSpec, UnsupportedOpError, given, keeping, plan_consts, register
 
 _MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -87,9 +89,9 @@ def _build(node, graph, shapes, view, scratch):
             and min(min(p) for p in per_axis) >= 0:
         (top, bottom), (left, right) = per_axis[2:]
         nc, h, w = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
-        xf, yf, code = x.reshape(-1), y.reshape(-1), _kernels.PAD2D_MODES[mode]
-        fill = float(np.float32(value))
-        return lambda: _kernels.pad2d(xf, nc, h, w, top, bottom, left, right, code, fill, yf)
+        args = (x.ctypes.data, nc, h, w, top, bottom, left, right, _kernels.PAD2D_MODES[mode],
+                float(np.float32(value)), y.ctypes.data)
+        return keeping(functools.partial(_kernels.pad2d_at, *args), x, y)
     crop, pads = _split(per_axis)
     src = x[crop]
     inner = y[tuple(slice(b, b + d) for (b, _), d in zip(pads, src.shape))]
