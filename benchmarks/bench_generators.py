@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from a2r_edge.model import NativeExecutor
-from a2r_edge.model.executor import profile
+from a2r_edge.model.step_threads import profile
 from conftest import compare
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "generators")

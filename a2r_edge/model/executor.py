@@ -301,24 +301,6 @@ def placement_lines(sp, regions: dict) -> list[str]:
     return lines
 
 
-def profile(plan: _Plan, runs: int = 5) -> dict[str, float]:
-    """{op: median seconds per run} of ``plan``'s steps, each timed on its own (the plan's
-    inputs as they are): where a model's time goes. An onnxruntime region counts as one op."""
-    import time
-    per_step = np.zeros((runs, len(plan.steps)))
-    for r in range(runs + 1):
-        for i, step in enumerate(plan.steps):
-            t = time.perf_counter()
-            step()
-            if r:   # the first run warms up
-                per_step[r - 1, i] = time.perf_counter() - t
-    median = np.median(per_step, axis=0)
-    out: dict[str, float] = {}
-    for nd, t in zip(plan.step_nodes, median):
-        out[nd.op] = out.get(nd.op, 0.0) + float(t)
-    return out
-
-
 class NativeExecutor:
     """Run an ONNX model of the supported op set (graph.SUPPORTED + the AdaIN stage) natively.
 

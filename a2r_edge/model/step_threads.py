@@ -1,4 +1,5 @@
-"""How many threads each step of a plan runs on, measured on the plan's first runs.
+"""Timing a plan's steps: how many threads each runs on, measured on the plan's first runs,
+and ``profile``, where a model's time goes.
 
 A kernel splits its work over the configured threads when the work passes a fixed grain; on a
 small picture or a busy machine the fork/join (waiting for a core that another process holds)
@@ -18,6 +19,8 @@ while a step runs at 1 thread runs at 1 thread too (speed only); a run that star
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from .. import _kernels
 
@@ -88,3 +91,21 @@ class StepThreads:
         return "threads per step (measured): " + "; ".join(
             f"{n} configured: {sum(k == 1 for k in c)} of {len(c)} steps at 1 thread"
             for n, c in sorted(self.choice.items()))
+
+
+def profile(plan, runs: int = 5) -> dict[str, float]:
+    """{op: median seconds per run} of ``plan``'s steps (an executor plan: ``steps`` and the
+    ``step_nodes`` they run), each timed on its own at the configured thread count, the plan's
+    inputs as they are: where a model's time goes. An onnxruntime region counts as one op."""
+    per_step = np.zeros((runs, len(plan.steps)))
+    for r in range(runs + 1):
+        for i, step in enumerate(plan.steps):
+            t = time.perf_counter()
+            step()
+            if r:   # the first run warms up
+                per_step[r - 1, i] = time.perf_counter() - t
+    median = np.median(per_step, axis=0)
+    out: dict[str, float] = {}
+    for nd, t in zip(plan.step_nodes, median):
+        out[nd.op] = out.get(nd.op, 0.0) + float(t)
+    return out
