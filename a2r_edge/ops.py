@@ -281,7 +281,8 @@ def im2col(x, kernel, stride=1, pad=0, dilation=1, out=None):
 # activations over a calibrated range, int32 sums). cpu_ops/src/conv2d_lowp/kernel.c.
 PRECISIONS = ("fp32", "bf16", "int8")
 _PRECISION_CODES = {"bf16": 1, "int8": 2}
-_conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept)
+_conv_scratch = threading.local()  # .buf: the calling thread's Conv2d workspace (grows, kept);
+#                                   .at, .floats: its address and size (Conv2d.bind's calls)
 
 
 class Conv2d:
@@ -368,26 +369,70 @@ class Conv2d:
         shape = self._shape(x.shape)
         if self.precision != "fp32":
             return self._call_lowp(shape, x, residual, out)
+        need = self._fp32_workspace_need(shape, x.shape)
+        _kernels.conv2d(shape, x.reshape(-1), self._fp32_packed(shape), self.b,
+                        None if residual is None else residual.reshape(-1),
+                        ACT_CODES[self.activation], self.alpha, _fp32_workspace(need),
+                        out.reshape(-1))
+        return out
+
+    def bind(self, x, residual=None, out=None):
+        """A no-argument callable doing ``self(x, residual=residual, out=out)`` with every check
+        made once, here: for fixed buffers run many times (an executor's plan), where the
+        checks would cost more than a small convolution. x, residual and out must keep their
+        shape and memory; out is required. Strided arrays or precisions other than fp32 get
+        a plain deferred call."""
+        if out is None:
+            raise ValueError("bind needs out (the array every call writes)")
+        arrays = [a for a in (x, residual, out) if a is not None]
+        if self.precision != "fp32" or not all(isinstance(a, np.ndarray) and
+                                               a.flags.c_contiguous and a.dtype == np.float32
+                                               for a in arrays):
+            return lambda: self(x, residual=residual, out=out)
+        n, o, oh, ow = self.output_shape(_array(x, "x", np.float32, (4,), "(N, C, H, W)").shape)
+        if residual is not None and residual.shape != (n, o, oh, ow):
+            raise ValueError(f"residual must have shape {(n, o, oh, ow)}, got {residual.shape}")
+        _out(out, (n, o, oh, ow), np.float32, x, *arrays[1:-1])
+        shape = self._shape(x.shape)
+        need = self._fp32_workspace_need(shape, x.shape)
+        # the native entry point taking addresses (no memoryview per argument and call): of
+        # x, residual, out (kept by this closure), bias (self.b, kept by self), the packing
+        # (per ISA level, kept in self._packed) and the thread's workspace (_conv_scratch)
+        args = (x.ctypes.data, 0 if self.b is None else self.b.ctypes.data,
+                0 if residual is None else residual.ctypes.data, ACT_CODES[self.activation],
+                self.alpha, out.ctypes.data)
+        packed_at: dict[int, int] = {}
+
+        def conv():
+            level = _kernels.get_isa()
+            packed = packed_at.get(level)
+            if packed is None:
+                packed = packed_at[level] = self._fp32_packed(shape).ctypes.data
+            if getattr(_conv_scratch, "floats", 0) < need:
+                _fp32_workspace(need)
+            _kernels.conv2d_at(shape, args[0], packed, args[1], args[2], args[3], args[4],
+                               _conv_scratch.at, _conv_scratch.floats, args[5])
+        conv.keeps = (x, residual, out)
+        return conv
+
+    def _fp32_packed(self, shape):
+        """The weights packed for the current ISA level (made on first use)."""
         level = _kernels.get_isa()
         packed = self._packed.get(level)
         if packed is None:
             packed = np.empty(_kernels.conv2d_packed_size(shape), np.float32)
             _kernels.conv2d_pack(shape, self.w.reshape(-1), packed)
             self._packed[level] = packed
+        return packed
+
+    def _fp32_workspace_need(self, shape, x_shape) -> int:
         need = _kernels.conv2d_workspace_size(shape)
         budget = _settings.get("A2R_MEMORY_MB") << 20
         if need * 4 > budget:
-            raise MemoryError(f"conv2d scratch for x of shape {x.shape} with w of shape "
+            raise MemoryError(f"conv2d scratch for x of shape {x_shape} with w of shape "
                               f"{self.w.shape} needs {need * 4 / 2**20:.0f} MiB, more than "
                               f"A2R_MEMORY_MB={budget >> 20}")
-        workspace = getattr(_conv_scratch, "buf", None)
-        if workspace is None or workspace.size < need:
-            workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
-            workspace = _conv_scratch.buf = np.empty(need, np.float32)
-        _kernels.conv2d(shape, x.reshape(-1), packed, self.b,
-                        None if residual is None else residual.reshape(-1),
-                        ACT_CODES[self.activation], self.alpha, workspace, out.reshape(-1))
-        return out
+        return need
 
     def _call_lowp(self, shape, x, residual, out):
         code = _PRECISION_CODES[self.precision]
@@ -415,6 +460,17 @@ class Conv2d:
                              None if residual is None else residual.reshape(-1),
                              ACT_CODES[self.activation], self.alpha, workspace, out.reshape(-1))
         return out
+
+
+def _fp32_workspace(need: int) -> np.ndarray:
+    """The calling thread's Conv2d workspace, grown to ``need`` floats."""
+    workspace = getattr(_conv_scratch, "buf", None)
+    if workspace is None or workspace.size < need:
+        workspace = _conv_scratch.buf = None  # the old buffer goes before the larger comes
+        _conv_scratch.floats = 0
+        workspace = _conv_scratch.buf = np.empty(need, np.float32)
+        _conv_scratch.at, _conv_scratch.floats = workspace.ctypes.data, workspace.size
+    return workspace
 
 
 def _act_range(r) -> tuple[float, float]:

@@ -31,6 +31,10 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                     int64_t ky, const int64_t *iy, const float *wy, int64_t kx,
                     const int64_t *ix, const float *wx, float *rows, float *y) noexcept
+    void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
+                   int64_t left, int64_t right, int mode, float value, float *y) noexcept
+    enum:
+        A2R_PAD_CONSTANT, A2R_PAD_REFLECT, A2R_PAD_EDGE
     void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
                      int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                      int64_t oh, int64_t ow, float *y) noexcept
@@ -137,6 +141,9 @@ def maxpool(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t kh, in
             int64_t ow, float[::1] y):
     with nogil:
         a2r_maxpool(&x[0], nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, &y[0])
+
+
+PAD2D_MODES = {"constant": A2R_PAD_CONSTANT, "reflect": A2R_PAD_REFLECT, "edge": A2R_PAD_EDGE}
 
 
 def pixel_shuffle(const float[::1] x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
@@ -268,3 +275,36 @@ def guided_filter(const float[::1] guide, int64_t gc, const float[::1] src, int6
         status = a2r_guided_filter(&guide[0], gc, &src[0], sc, h, w, r, eps, detail, &out[0])
     if status == A2R_ENOMEM:
         raise MemoryError("guided_filter: scratch buffers could not be allocated")
+
+
+# --- raw-address entry points ------------------------------------------------------------------
+# For callers that run the same buffers many times (the executor's plans): the addresses
+# (ndarray.ctypes.data) of float32 buffers the caller checked once and keeps alive, instead of
+# typed memoryviews, whose acquisition costs microseconds per argument and call: more than
+# the kernel on a small picture.
+
+def pad2d_at(size_t x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
+             int64_t left, int64_t right, int mode, float value, size_t y):
+    with nogil:
+        a2r_pad2d(<const float *>x, nc, h, w, top, bottom, left, right, mode, value, <float *>y)
+
+
+def adain_at(size_t x, int64_t nc, int64_t hw, size_t style_mean, size_t style_std,
+             size_t content_mean, size_t content_std, float eps, int activation, float alpha,
+             size_t y):
+    """adain with addresses; content_mean/content_std: 0 to compute the statistics here."""
+    with nogil:
+        a2r_adain(<const float *>x, nc, hw, <const float *>style_mean,
+                  <const float *>style_std, <const float *>content_mean,
+                  <const float *>content_std, eps, activation, alpha, <float *>y)
+
+
+def conv2d_at(tuple shape, size_t x, size_t packed, size_t bias, size_t residual,
+              int activation, float alpha, size_t workspace, int64_t workspace_floats,
+              size_t y):
+    """conv2d with addresses; bias, residual: 0 when absent."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    with nogil:
+        a2r_conv2d(&s, <const float *>x, <const float *>packed, <const float *>bias,
+                   <const float *>residual, activation, alpha, <float *>workspace,
+                   workspace_floats, <float *>y)

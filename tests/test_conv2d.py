@@ -100,6 +100,38 @@ def test_out_and_prepacked_reuse(native, rng):
                                **REDUCTION)
 
 
+def test_bind_checks_once_and_computes_what_a_call_does(rng):
+    """Conv2d.bind: the bound callable writes what conv(x, residual, out) writes, at every ISA
+    level (packing per level on use) and after x's contents change; bad buffers are refused
+    at bind time; strided buffers and low precisions get a deferred plain call."""
+    x, wt, b = make(rng, 1, 8, 13, 11, 16, 3)
+    res = rng.standard_normal((1, 16, 13, 11)).astype(np.float32)
+    conv = ops.Conv2d(wt, b, pad=1, activation="leaky_relu", alpha=0.1)
+    out = np.empty((1, 16, 13, 11), np.float32)
+    run = conv.bind(x, residual=res, out=out)
+    for level in cpu.available_isas():
+        with cpu.using_isa(level):
+            x[:] = rng.standard_normal(x.shape)
+            run()
+            np.testing.assert_allclose(out, conv(x, residual=res), **REDUCTION)
+    with pytest.raises(ValueError, match="out"):
+        conv.bind(x)
+    with pytest.raises(ValueError, match="shape"):
+        conv.bind(x, out=np.empty((1, 16, 12, 11), np.float32))
+    with pytest.raises(ValueError, match="residual"):
+        conv.bind(x, residual=res[:, :8].copy(), out=out)
+    with pytest.raises(ValueError, match="overlap"):
+        conv.bind(out[:, :8], out=out)
+    wide = np.zeros((1, 8, 13, 22), np.float32)
+    strided = wide[:, :, :, ::2]
+    strided[:] = x
+    conv.bind(strided, out=out)()
+    np.testing.assert_allclose(out, conv(x), **REDUCTION)
+    lowp = ops.Conv2d(wt, b, pad=1, precision="bf16")
+    lowp.bind(x, out=out)()
+    np.testing.assert_array_equal(out, lowp(x))
+
+
 def test_convolutions_share_their_thread_s_workspace(rng):
     """Conv2d layers called from one thread keep one scratch buffer between them, not one each,
     and one instance can run in several threads at once (each thread has its own scratch)."""

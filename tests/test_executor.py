@@ -117,6 +117,31 @@ def test_instance_norm_activation_fused(threads, act):
         assert p.nodes[1].attrs["alpha"] == pytest.approx(0.15)
 
 
+def test_conv_transpose_activation_fused_in_the_stacked_form():
+    """ConvTranspose k4 s2 + LeakyRelu and k2 s2 + Relu become one node (the activation in the
+    stacked convolution's epilogue); k3 s2 (per-phase form) + Relu stays two. Values as
+    onnxruntime's."""
+    rng = np.random.default_rng(6)
+    b = Builder(rng, 4)
+
+    def convt(x, cin, cout, k, p):
+        w = b.const(rng.standard_normal((cin, cout, k, k)) / np.sqrt(cin * k))
+        return b.node("ConvTranspose", [x, w, b.const(rng.standard_normal(cout))],
+                      kernel_shape=[k, k], strides=[2, 2], pads=[p] * 4)
+    y = b.node("LeakyRelu", [convt("x", 4, 6, 4, 1)], alpha=0.2)
+    y = b.node("Relu", [convt(y, 6, 5, 2, 0)])
+    y = b.node("Relu", [convt(y, 5, 3, 3, 1)])
+    m = b.model(y)
+    ex = NativeExecutor(m, strict=True)
+    x = rng.standard_normal((1, 4, 7, 10)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert [nd.op for nd in p.nodes] == ["ConvTranspose", "ConvTranspose", "ConvTranspose",
+                                         "Relu"]
+    assert [nd.attrs.get("activation") for nd in p.nodes[:2]] == ["leaky_relu", "relu"]
+    assert p.nodes[0].attrs["alpha"] == pytest.approx(0.2)
+
+
 def test_concat_producers_write_into_slices():
     rng = np.random.default_rng(4)
     b = Builder(rng, 3)
@@ -126,6 +151,32 @@ def test_concat_producers_write_into_slices():
     x = rng.standard_normal((1, 3, 11, 12)).astype(np.float32)
     np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
     assert ex.plan_for({"x": x.shape}).aliased == 2   # the two convs; "x" is copied
+
+
+def test_reshapes_run_on_their_input_s_memory():
+    """Reshape/Flatten/Unsqueeze/Squeeze get their input's memory and no step, while what
+    reads the input afterwards (an in-place Relu, a Concat) still sees the values it had."""
+    rng = np.random.default_rng(5)
+    b = Builder(rng, 3)
+
+    def ints(values):
+        name = b.name("i")
+        b.inits.append(helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+        return name
+    a = b.conv("x", 3, 4)
+    flat = b.node("Flatten", [a], axis=1)                 # a stays needed below
+    relu = b.node("Relu", [a])                            # may not overwrite a while flat lives
+    back = b.node("Reshape", [flat, ints([1, 4, -1, 1])])
+    sq = b.node("Squeeze", [b.node("Unsqueeze", [relu, ints([0])]), ints([0])])
+    cat = b.node("Concat", [b.node("Reshape", [back, ints([1, 4, 9, 10])]), sq], axis=1)
+    m = b.model(b.conv(cat, 8, 3))
+    ex = NativeExecutor(m, strict=True)
+    x = rng.standard_normal((1, 3, 9, 10)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.views >= 3, p.describe()
+    ran = {nd.op for nd in p.step_nodes}
+    assert "Flatten" not in ran and "Unsqueeze" not in ran
 
 
 def test_adain_stage_matches_reference():
@@ -278,3 +329,34 @@ def test_bad_inputs():
         ex.run(np.zeros((1, 4, 8, 8), np.float32))
     with pytest.raises(ValueError, match="missing"):
         ex.run_many({})
+
+
+def test_native_steps_by_address_keep_their_buffers():
+    """Steps calling a native ``*_at`` entry point pass buffer addresses: every address they
+    pass lies in an array the step itself keeps alive (``keeps``), so no buffer a plan
+    computes once (style statistics, group statistics, scales) can be freed under it."""
+    import functools
+    import os
+    import warnings
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
+    checked = 0
+    for name in ("ugatit_light", "animeganv2", "cyclegan_resnet"):
+        ex = NativeExecutor(os.path.join(fixtures, name + ".onnx"))
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 32, 40)).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ex.run(x)
+        steps = ex.plan_for({ex.input_names[0]: x.shape}).steps
+        for step in steps:
+            calls = [step] + [c.cell_contents for c in (getattr(step, "__closure__", None) or ())
+                              if isinstance(c.cell_contents, functools.partial)]
+            for call in calls:
+                if not (isinstance(call, functools.partial)
+                        and call.func.__name__.endswith("_at")):
+                    continue
+                spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in call.keeps]
+                for v in call.args:
+                    if isinstance(v, int) and v > 1 << 16:
+                        assert any(lo <= v < hi for lo, hi in spans), (name, call.func)
+                checked += 1
+    assert checked > 20

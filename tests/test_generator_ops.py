@@ -159,6 +159,52 @@ def test_conv_transpose_output_shape_and_odd_kernels():
                                    err_msg=f"k{k} s{s} p{p} op{op}")
 
 
+def _convt_model(cin, cout, kernel, strides, pads, out_pad, groups, out_shape, seed):
+    b = Builder(np.random.default_rng(seed), cin)
+    w = b.rng.standard_normal((cin, cout // groups) + tuple(kernel))
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), group=groups)
+    if out_shape:
+        attrs["output_shape"] = list(out_shape)
+    else:
+        attrs.update(pads=list(pads), output_padding=list(out_pad))
+    y = b.node("ConvTranspose", ["x", b.const(w), b.const(b.rng.standard_normal(cout))],
+               **attrs)
+    return b.model(y)
+
+
+def test_conv_transpose_forms_sweep():
+    """Both 2-D forms (stacked sub-pixel, per phase) against onnxruntime over the geometry:
+    kernels that are and are not multiples of the stride, smaller than the stride (phases with
+    no taps), unequal strides and kernels, asymmetric and large pads (x cropped),
+    output_padding, output_shape, groups, stride 1, odd sizes."""
+    rng = np.random.default_rng(7)
+    cases = [((4, 4), (2, 2), (1, 1, 1, 1), (0, 0), 1, None),
+             ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0), 1, None),
+             ((4, 4), (2, 2), (3, 3, 3, 3), (0, 0), 1, None),
+             ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 2, None),
+             ((3, 5), (2, 3), (0, 2, 1, 1), (1, 2), 1, None),
+             ((1, 1), (3, 3), (0, 0, 0, 0), (2, 1), 1, None),
+             ((2, 3), (3, 2), (2, 0, 0, 1), (0, 0), 2, None),
+             ((3, 3), (1, 1), (1, 2, 0, 1), (0, 0), 1, None),
+             ((5, 5), (2, 2), (4, 4, 4, 4), (1, 1), 1, None),
+             ((4, 4), (4, 4), (0, 1, 2, 3), (3, 0), 1, None),
+             ((4, 3), (2, 3), (1, 0, 2, 1), (1, 2), 1, None),
+             ((4, 4), (2, 2), (5, 0, 0, 5), (0, 0), 2, None),
+             ((3, 3), (2, 2), None, None, 1, (16, 19))]
+    for i, (k, s, p, op, groups, out_shape) in enumerate(cases):
+        cin, cout = 4, 6
+        m = _convt_model(cin, cout, k, s, p, op, groups, out_shape, seed=i)
+        for hw in ((7, 9),) if out_shape else ((7, 9), (8, 8)):
+            x = rng.standard_normal((1, cin) + hw).astype(np.float32)
+            want = OrtSession(m.SerializeToString(), threads=1).run({"x": x})[0]
+            got = NativeExecutor(m, strict=True).run(x)
+            assert got.shape == want.shape, (k, s, p, op, out_shape, hw)
+            scale = max(float(np.abs(want).max()), 1.0)
+            np.testing.assert_allclose(got, want, rtol=FILTER["rtol"],
+                                       atol=FILTER["atol"] * scale,
+                                       err_msg=f"k{k} s{s} p{p} op{op} g{groups} {hw}")
+
+
 @pytest.mark.parametrize("fn", [g_upsampler, g_reflect_head, g_pools_and_classifier,
                                 g_resize_modes], ids=lambda f: f.__name__)
 def test_no_allocation_after_first_run(fn):

@@ -4,8 +4,9 @@
 Per input shape it builds a plan once (cached): static shapes, the fused node list, one float32
 arena holding every intermediate at an offset chosen by liveness (``arena.py``), and one closure
 per node with its views bound. A run then copies the input into the arena and calls the
-closures: no numpy allocation after the first run at a given shape (the prepacked convolutions
-size their workspaces on that run). Not thread-safe: one executor runs one picture at a time.
+closures, each at the thread count measured faster for it (``step_threads.py``): no numpy
+allocation after the first run at a given shape (the prepacked convolutions size their
+workspaces on that run). Not thread-safe: one executor runs one picture at a time.
 
 >>> ex = NativeExecutor("model.onnx")              # doctest: +SKIP
 >>> y = ex.run(x)   # x float32 (1, 3, H, W); y is owned by ex and overwritten by the next run
@@ -28,6 +29,7 @@ from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
 from .rewrite import rewrite
 from .specialise import fold, memory_limit_elements, specialise
+from .step_threads import StepThreads
 
 
 def _reference_step(nd, graph: Graph, view):
@@ -163,14 +165,24 @@ class _Plan:
                 k += shapes[t][axis]
             nd.attrs["aliased"] = aliased
             self.aliased += len(aliased)
-        # Other tensors: in place over a dying input of the same shape, else a buffer of their own
-        self.inplace = 0
+        # Other tensors: a reshape on its input's memory (its step then vanishes), in place over
+        # a dying input of the same shape, else a buffer of their own
+        self.inplace = self.views = 0
         scratch_ids: list[list[int]] = []
         for i, nd in enumerate(nodes):
+            spec = ops.spec(nd.op, nd.name)
             for t in nd.outputs:
                 if not t or t in loc:
                     continue
-                for x in (nd.inputs if ops.spec(nd.op, nd.name).inplace else ()):
+                x = nd.inputs[0] if spec.view and i not in by_reference else ""
+                if x in loc and x not in consts and groups[loc[x][0]]["external"] is None:
+                    grp = groups[loc[x][0]]
+                    loc[t] = loc[x]
+                    grp["members"].append(t)
+                    grp["last_use"] = max(grp["last_use"], tensor_last(t))
+                    self.views += 1
+                    continue
+                for x in (nd.inputs if spec.inplace else ()):
                     if not x or x in consts or shapes[x] != shapes[t] or x not in loc:
                         continue
                     grp = groups[loc[x][0]]
@@ -183,8 +195,7 @@ class _Plan:
                 else:
                     new_group(t)
             ids = []
-            for shp in ([] if i in by_reference else
-                        ops.spec(nd.op, nd.name).scratch_shapes(nd, shapes, graph)):
+            for shp in ([] if i in by_reference else spec.scratch_shapes(nd, shapes, graph)):
                 groups.append(dict(size=int(np.prod(shp)), members=[], external=None, first=i,
                                    last=i, shape=shp))
                 ids.append(len(groups) - 1)
@@ -238,6 +249,7 @@ class _Plan:
                 self.steps.append(step)
                 self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
+        self.runner = StepThreads(self.steps)
 
     def describe(self) -> str:
         fallback = (f" ({self.fp32_convs} of {self.convs} at fp32: below the per-layer check)"
@@ -247,10 +259,11 @@ class _Plan:
                  f"{len(self.nodes)} fused nodes, "
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
-                 f"{self.inplace} in place, {self.aliased} written into concat slices",
+                 f"{self.inplace} in place, {self.aliased} written into concat slices, "
+                 f"{self.views} reshapes on their input's memory",
                  "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
                  "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
-        lines += placement_lines(self.specialised, self.regions)
+        lines += placement_lines(self.specialised, self.regions) + [self.runner.describe()]
         for i, nd in enumerate(self.nodes):
             t = nd.outputs[0]
             g, off = self.loc[t]
@@ -286,24 +299,6 @@ def placement_lines(sp, regions: dict) -> list[str]:
         lines.append(f"  {name}: " + "; ".join(
             f"{why[m][0]} {m!r} ({why[m][1]})" for m in members))
     return lines
-
-
-def profile(plan: _Plan, runs: int = 5) -> dict[str, float]:
-    """{op: median seconds per run} of ``plan``'s steps, each timed on its own (the plan's
-    inputs as they are): where a model's time goes. An onnxruntime region counts as one op."""
-    import time
-    per_step = np.zeros((runs, len(plan.steps)))
-    for r in range(runs + 1):
-        for i, step in enumerate(plan.steps):
-            t = time.perf_counter()
-            step()
-            if r:   # the first run warms up
-                per_step[r - 1, i] = time.perf_counter() - t
-    median = np.median(per_step, axis=0)
-    out: dict[str, float] = {}
-    for nd, t in zip(plan.step_nodes, median):
-        out[nd.op] = out.get(nd.op, 0.0) + float(t)
-    return out
 
 
 class NativeExecutor:
@@ -458,8 +453,7 @@ class NativeExecutor:
         p = self.plan_for({name: feeds[name].shape for name in self.input_names})
         for name, buf in p.inputs.items():
             np.copyto(buf, feeds[name])
-        for step in p.steps:
-            step()
+        p.runner.run()
         return p.outputs
 
     def run(self, x: np.ndarray) -> np.ndarray:

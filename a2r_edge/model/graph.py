@@ -14,6 +14,7 @@ import numpy as np
 
 from . import ops
 from .ops import ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, UnsupportedOpError
+from .ops.conv_transpose import takes_activation
 
 # ONNX op types the executor runs (default domain), besides the a2r AdaIN stage (ops/norm.py).
 SUPPORTED = ops.supported()
@@ -208,13 +209,18 @@ def _per_channel(c: np.ndarray, channels: int) -> np.ndarray | None:
     return np.broadcast_to(c.reshape(-1).astype(np.float32), (channels,)).copy()
 
 
+# activations a convolution's epilogue applies: op -> ops.Conv2d's name
+_ACTIVATIONS = {"Relu": "relu", "LeakyRelu": "leaky_relu", "SiLU": "silu"}
+
+
 def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, int]]:
     """Fused node list (new Node objects; graph untouched) and counters of each fusion.
 
     x*Sigmoid(x) -> SiLU; DepthToSpace + activation -> activation + DepthToSpace (the activation
     is elementwise, the shuffle only moves values: so the activation can join the Conv before);
     Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a same-shape tensor ->
-    residual; Conv/InstanceNorm/AdaIN + activation -> one node. A node is
+    residual; Conv/InstanceNorm/AdaIN/GroupNormalization + activation and ConvTranspose
+    (stacked form) + activation -> one node. A node is
     absorbed only when its input has no other reader and is not a graph output; the fused node
     runs at the position of the last node it absorbed (all its inputs exist by then).
     """
@@ -280,7 +286,20 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             count["instance_norm_to_adain"] += 1
     # Conv epilogues and norm activations
     for n in nodes:
-        if id(n) in dead or n.op not in ("Conv", "AdaIN"):
+        if id(n) in dead or n.op not in ("Conv", "AdaIN", "ConvTranspose", "GroupNormalization"):
+            continue
+        if n.op == "ConvTranspose":
+            m = sole_consumer(n.outputs[0])
+            if m is not None and m.op in _ACTIVATIONS and takes_activation(
+                    n, shapes[n.inputs[0]], np.shape(consts[n.inputs[1]])):
+                n.attrs.update(activation=_ACTIVATIONS[m.op],
+                               alpha=float(m.attrs.get("alpha", 0.01)))
+                count["conv_activation"] += 1
+                dead.add(id(m))
+                unlink(m)
+                n.outputs = list(m.outputs)
+                producer.update((t, n) for t in n.outputs)
+                pos[id(n)] = pos[id(m)]
             continue
         if n.op == "Conv":
             n.attrs.setdefault("activation", None)
@@ -299,9 +318,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             other = m.inputs[1] if len(m.inputs) > 1 and m.inputs[0] == out else \
                 (m.inputs[0] if len(m.inputs) > 1 else "")
             done = False
-            if act is None and m.op in ("Relu", "LeakyRelu", "SiLU"):
-                n.attrs["activation"] = {"Relu": "relu", "LeakyRelu": "leaky_relu",
-                                         "SiLU": "silu"}[m.op]
+            if act is None and m.op in _ACTIVATIONS:
+                n.attrs["activation"] = _ACTIVATIONS[m.op]
                 n.attrs["alpha"] = float(m.attrs.get("alpha", 0.01))
                 count["conv_activation" if n.op == "Conv" else "norm_activation"] += 1
                 done = True

@@ -11,8 +11,13 @@ native side runs.
   seen as (N, 1, C*H, W) (two Reshapes).
 * GroupNorm as torch exports it (Reshape to (N, G, -1), InstanceNormalization, Reshape back,
   Mul, Add): the first Reshape gives (N, G, C/G*H, W) instead, so the InstanceNormalization is
-  the native 4-D one (same statistics per group).
+  the native 4-D one (same statistics per group); where the Mul and Add are per-channel
+  constants, the five nodes become one GroupNormalization with per-channel scale and bias
+  (the InstanceNormalization's own folded in), which fusion can give an activation.
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
+* A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
+  crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
+  producer writes it).
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -35,7 +40,9 @@ class Rewrites:
     batchnorm_as_affine: int = 0
     norm_pattern: int = 0
     groupnorm_pattern: int = 0
+    groupnorm_affine: int = 0
     pad_into_conv: int = 0
+    identity_at_size: int = 0
 
     def items(self):
         return dataclasses.asdict(self).items()
@@ -82,7 +89,10 @@ def rewrite(sp: Specialised) -> Rewrites:
     # own copies: the nodes are shared with the executor's graph, which other sizes plan from
     sp.graph.nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                           attrs=dict(n.attrs)) for n in sp.graph.nodes]
-    c, count = _Ctx(sp), Rewrites()
+    count, fused = Rewrites(), {}
+    sp.graph.nodes = _drop_identities(sp, fused, count)
+    c = _Ctx(sp)
+    c.fused.update(fused)
     nodes = sp.graph.nodes
     replaced: dict[int, list[Node]] = {}
     for i, n in enumerate(nodes):
@@ -95,9 +105,11 @@ def rewrite(sp: Specialised) -> Rewrites:
             new = _pad_into_conv(c, n, count)
         elif n.op == "InstanceNormalization":
             _groupnorm(c, n, count)
+        elif n.op == "Add":
+            new = _groupnorm_affine(c, n, count)
         if new is not None:
             replaced[i] = new
-    if not replaced and not c.replaced:
+    if not replaced and not c.replaced and not fused:
         return count
     out: list[Node] = []
     for i, n in enumerate(nodes):
@@ -119,6 +131,56 @@ def rewrite(sp: Specialised) -> Rewrites:
         if n.name in new_names:
             sp.placements.append(place(sp, n))
     return count
+
+
+def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node]:
+    """The nodes without the Pads and Slices that copy their input unchanged at this size:
+    their readers read the input instead, or, when the copy is a graph output, the input's
+    producer writes the output itself (the input having no other reader)."""
+    alias: dict[str, str] = {}
+    outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
+    readers: dict[str, int] = {}
+    for n in sp.graph.nodes:
+        for t in n.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    producer: dict[str, Node] = {}
+    kept = []
+    for n in sp.graph.nodes:
+        n.inputs = [alias.get(t, t) for t in n.inputs]
+        src = n.inputs[0] if n.inputs else ""
+        if n.outputs and shapes.get(n.outputs[0]) is not None \
+                and shapes.get(n.outputs[0]) == shapes.get(src) and _copies_whole(n, consts):
+            out, made = n.outputs[0], producer.get(src)
+            if out not in outs:
+                alias[out] = src
+                readers[src] += readers.get(out, 0) - 1
+            elif made is not None and readers.get(src) == 1 and src not in outs:
+                made.outputs[made.outputs.index(src)] = out
+                producer[out] = made
+            else:
+                kept.append(n)
+                continue
+            fused[n.name] = "the identity at this input size"
+            count.identity_at_size += 1
+            continue
+        kept.append(n)
+        producer.update((t, n) for t in n.outputs if t)
+    return kept
+
+
+def _copies_whole(n: Node, consts: dict) -> bool:
+    """A Pad of zeros, or a Slice with positive steps keeping the shape (hence everything)."""
+    def const(k):
+        t = n.inputs[k] if len(n.inputs) > k else ""
+        return np.asarray(consts[t]) if t in consts else (None if t else "absent")
+    if n.op == "Pad":
+        pads = n.attrs.get("pads") if "pads" in n.attrs else const(1)
+        return pads is not None and not isinstance(pads, str) and \
+            not np.any(np.asarray(pads))
+    if n.op == "Slice" and len(n.inputs) >= 3:
+        steps = const(4)
+        return isinstance(steps, str) or (steps is not None and bool(np.all(steps > 0)))
+    return False
 
 
 def _drop_unread(nodes: list[Node], outs: set) -> list[Node]:
@@ -295,6 +357,52 @@ def _groupnorm(c: _Ctx, inorm: Node, count: Rewrites) -> None:
     for node in (r1, inorm):
         c.replaced[node.name] = place(c.sp, node)
     count.groupnorm_pattern += 1
+
+
+def _channel_vector(c: _Ctx, t: str, channels: int):
+    """A constant broadcasting along C only of an NCHW tensor, as (channels,) float64."""
+    v = c.consts.get(t)
+    if v is None or np.ndim(v) > 4 or np.size(v) not in (1, channels):
+        return None
+    shape = (1,) * (4 - np.ndim(v)) + np.shape(v)
+    if shape[0] != 1 or shape[2:] != (1, 1):
+        return None
+    return np.broadcast_to(np.asarray(v, np.float64).reshape(-1), (channels,))
+
+
+def _groupnorm_affine(c: _Ctx, add: Node, count: Rewrites):
+    """Reshape -> InstanceNormalization -> Reshape back -> Mul -> Add (after _groupnorm made the
+    first Reshape 4-D) as one GroupNormalization with per-channel scale and bias."""
+    mul = c.made_by(add.inputs[0], "Mul")
+    r2 = mul and c.made_by(mul.inputs[0], "Reshape")
+    inorm = r2 and c.made_by(r2.inputs[0], "InstanceNormalization")
+    r1 = inorm and c.made_by(inorm.inputs[0], "Reshape")
+    if r1 is None or not all(c.sole(t) for t in (add.inputs[0], mul.inputs[0], r2.inputs[0],
+                                                 inorm.inputs[0])):
+        return None
+    x = r1.inputs[0]
+    xs, gs = c.shapes.get(x, ()), c.shapes.get(inorm.inputs[0], ())
+    if len(xs) != 4 or len(gs) != 4 or c.shapes.get(add.outputs[0]) != xs \
+            or gs != (xs[0], gs[1], xs[1] // gs[1] * xs[2], xs[3]):
+        return None
+    ch, g = xs[1], gs[1]
+    gamma, beta = _channel_vector(c, mul.inputs[1], ch), _channel_vector(c, add.inputs[1], ch)
+    sc, b = (c.consts.get(t) for t in inorm.inputs[1:3])
+    if gamma is None or beta is None or sc is None or b is None or np.size(sc) != g \
+            or np.size(b) != g:
+        return None
+    sc = np.repeat(np.asarray(sc, np.float64).reshape(-1), ch // g)
+    b = np.repeat(np.asarray(b, np.float64).reshape(-1), ch // g)
+    node = Node("GroupNormalization", add.name + "/groupnorm",
+                [x, c.const((sc * gamma).astype(_F32), add.name + "/scale"),
+                 c.const((b * gamma + beta).astype(_F32), add.name + "/bias")],
+                list(add.outputs), {"num_groups": g,
+                                    "epsilon": float(inorm.attrs.get("epsilon", 1e-5))})
+    c.new.append(node)
+    for m in (r1, inorm, r2, mul, add):
+        c.fused.setdefault(m.name, f"into GroupNormalization {node.name!r}")
+    count.groupnorm_affine += 1
+    return [node]
 
 
 # --- Pad into Conv ------------------------------------------------------------------------------

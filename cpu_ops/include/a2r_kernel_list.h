@@ -129,6 +129,12 @@
        float *y),                                                                               \
       (x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, y))
 
+#define A2R_OPS_pad2d(K, a)                                                                     \
+    K(a, void, a2r_pad2d,                                                                       \
+      (const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,            \
+       int64_t left, int64_t right, int mode, float value, float *y),                           \
+      (x, nc, h, w, top, bottom, left, right, mode, value, y))
+
 /* One line per folder under src/ that holds a kernel.c (setup.py checks the two agree). */
 #define A2R_KERNEL_LIST(K, a)                                                                   \
     A2R_OPS_preprocess(K, a)                                                                    \
@@ -143,7 +149,8 @@
     A2R_OPS_roofline(K, a)                                                                      \
     A2R_OPS_guided_filter(K, a)                                                                 \
     A2R_OPS_resize(K, a)                                                                        \
-    A2R_OPS_maxpool(K, a)
+    A2R_OPS_maxpool(K, a)                                                                       \
+    A2R_OPS_pad2d(K, a)
 
 #define A2R_CAT_(a, b) a##_##b
 #define A2R_CAT(a, b) A2R_CAT_(a, b)

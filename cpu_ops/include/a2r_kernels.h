@@ -73,6 +73,13 @@ void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, i
                  int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                  int64_t oh, int64_t ow, float *y);
 
+/* pad2d: the ONNX Pad of the last two axes of nc planes (h, w) -> (h + top + bottom,
+ * w + left + right), pads >= 0: A2R_PAD_CONSTANT fills with value, A2R_PAD_REFLECT mirrors
+ * without repeating the edge (pads < the side), A2R_PAD_EDGE repeats the edge. */
+enum { A2R_PAD_CONSTANT = 0, A2R_PAD_REFLECT = 1, A2R_PAD_EDGE = 2 };
+void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
+               int64_t left, int64_t right, int mode, float value, float *y);
+
 /* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w):
  *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
 void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,

@@ -38,6 +38,8 @@ class OpSpec:
         int64 shapes), for constant folding and as the tests' oracle.
     scratch_shapes(node, shapes, graph) -> [shape]: float32 buffers live only during the node.
     inplace: the output may be planned over a dying input of the same shape (in place).
+    view: the output is the first input's values in another shape (Reshape and kin): the
+        planner may give it the input's memory, and ``build`` then returns None.
     out_dtypes(node, in_dtypes) -> [numpy dtype per output] (default: the first input's).
         ``build`` is only called for nodes whose run-time tensors are all float32; a node that
         reads or writes another dtype at run time runs its ``reference`` instead.
@@ -49,6 +51,7 @@ class OpSpec:
     reference: Callable
     scratch_shapes: Callable = _no_scratch
     inplace: bool = False
+    view: bool = False
     domain: str = ""
     out_dtypes: Callable = _like_first
 
@@ -144,6 +147,23 @@ def copy_build(view_of_x):
         src = view_of_x(node, view(node.inputs[0]), y)
         return lambda: np.copyto(y, src)
     return build
+
+
+def keeping(step, *arrays):
+    """``step`` (a functools.partial of a native ``*_at`` entry point, which takes buffer
+    addresses) holding references to the arrays those addresses are in, so they live as long
+    as the step does."""
+    step.keeps = arrays
+    return step
+
+
+def view_build(node, graph, shapes, view, scratch):
+    """Build of a ``view`` op: nothing to run when the plan put y on x's memory, else a copy."""
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    if x.__array_interface__["data"][0] == y.__array_interface__["data"][0]:
+        return None
+    src = x.reshape(y.shape)
+    return lambda: np.copyto(y, src)
 
 
 def never_built(node, graph, shapes, view, scratch):

@@ -6,6 +6,8 @@ semantics (wrap-around, Div truncating towards zero, Pow typed like its base).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .base import OpSpec, never_built, operand, register
@@ -26,6 +28,8 @@ def _ufunc_build(ufunc):
         if len(args) > 2:   # variadic Min/Max (commutative): the input y is planned over
             args.sort(key=lambda a: not np.shares_memory(a, y))   # (in place) is read first
         first, rest = args[:2], args[2:]
+        if not rest:   # the common case: one ufunc call, no Python frame of ours around it
+            return functools.partial(ufunc, *first, out=y)
 
         def run():
             ufunc(*first, out=y)

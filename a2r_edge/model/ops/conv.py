@@ -73,15 +73,16 @@ def _build(n, graph, shapes, view, scratch):
                       activation=a["activation"], alpha=a.get("alpha", 0.01),
                       precision=a.get("precision", "fp32"), act_range=a.get("act_range"))
     if (t, l) == (b, r):
-        step = lambda: conv(x, residual=res, out=y)  # noqa: E731
+        step = conv.bind(x, residual=res, out=y)
     else:
         padded = scratch[0]
         inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
+        run = conv.bind(padded, residual=res, out=y)
 
         def step():
             padded.fill(0)
             np.copyto(inner, x)
-            conv(padded, residual=res, out=y)
+            run()
     probe = a.get("probe")
     if probe is None:
         return step

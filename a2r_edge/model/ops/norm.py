@@ -1,7 +1,8 @@
 """Normalisations: the a2r AdaIN stage and InstanceNormalization (the same arithmetic with
-style_std = scale, style_mean = B; fusion turns one into the other), LayerNormalization and
-GroupNormalization (planes normalised by the native AdaIN kernel with style (0, 1), then the
-per-channel affine), and BatchNormalization in inference form (one multiply-add per channel,
+style_std = scale, style_mean = B; fusion turns one into the other), LayerNormalization
+(planes normalised by the native AdaIN kernel with style (0, 1), then the affine),
+GroupNormalization (the groups' statistics, then one AdaIN pass with them as each channel's
+and the per-channel affine as the style; fusion may add an activation), and BatchNormalization in inference form (one multiply-add per channel,
 folded from its constant statistics at plan time).
 
 AdaIN node: inputs (x, style_mean, style_std), style_* of shape (C,) or (N, C), constants or
@@ -10,13 +11,14 @@ graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from ... import _kernels, ops
 from .. import reference as ref
 from .base import (ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, attr_axis, float_dtypes,
-                   operand, plan_consts, register)
+                   keeping, operand, plan_consts, register)
 
 
 def _nchw(n, ins, graph):
@@ -49,12 +51,16 @@ def _build_adain(n, graph, shapes, view, scratch):
             feeds.append((buf.reshape(nb, c), view(s)))
             stats.append(buf)
     sm, ss = stats
-    xf, yf = x.reshape(-1), y.reshape(-1)
+    run = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, h * w,
+                                    sm.ctypes.data, ss.ctypes.data, 0, 0, eps, act, alpha,
+                                    y.ctypes.data), x, y, sm, ss)
+    if not feeds:
+        return run
 
     def adain():
         for dst, src in feeds:
             np.copyto(dst, src)
-        _kernels.adain(xf, nb * c, h * w, sm, ss, None, None, eps, act, alpha, yf)
+        run()
     return adain
 
 
@@ -192,14 +198,44 @@ def _gn_shapes(n, ins, graph):
 
 
 def _gn_build(n, graph, shapes, view, scratch):
+    """Each group's statistics (a2r_channel_stats over the group's channels as one plane),
+    spread to its channels, then one a2r_adain pass with the per-channel scale and bias as the
+    style and the fused activation."""
     x, y = view(n.inputs[0]), view(n.outputs[0])
     get = plan_consts(n, graph)
     g = _gn_params(n, x.shape, get(1).shape)
-    c = x.shape[1]
-    norm = _normalise_planes(x, y, x.shape[0] * g, x.size // (x.shape[0] * g), _epsilon(n))
-    affine = plane_affine(y, y, _per_channel(get(1), c, g, x.ndim),
-                          _per_channel(get(2), c, g, x.ndim))
-    return lambda: (norm(), affine())
+    nb, c = x.shape[:2]
+    if x.size == 0:
+        return lambda: None
+    act, alpha = ops.ACT_CODES[n.attrs.get("activation")], float(n.attrs.get("alpha", 0.01))
+    scale = np.ascontiguousarray(np.broadcast_to(
+        _per_channel(get(1), c, g, 2).reshape(-1), (nb, c))).reshape(-1)
+    bias = np.ascontiguousarray(np.broadcast_to(
+        _per_channel(get(2), c, g, 2).reshape(-1), (nb, c))).reshape(-1)
+    group_mean, group_std = scratch[0].reshape(-1), scratch[1].reshape(-1)
+    mean, std = scratch[2].reshape(nb, g, c // g), scratch[3].reshape(nb, g, c // g)
+    per_group = (group_mean.reshape(nb, g, 1), group_std.reshape(nb, g, 1))
+    xf, eps = x.reshape(-1), _epsilon(n)
+    size = x.size // (nb * g)
+    hw = x.size // (nb * c)
+
+    apply = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, hw,
+                                      bias.ctypes.data, scale.ctypes.data, mean.ctypes.data,
+                                      std.ctypes.data, eps, act, alpha, y.ctypes.data),
+                    x, y, bias, scale, mean, std)
+
+    def group_norm():
+        _kernels.channel_stats(xf, nb * g, size, eps, group_mean, group_std)
+        np.copyto(mean, per_group[0])
+        np.copyto(std, per_group[1])
+        apply()
+    return group_norm
+
+
+def _gn_scratch(n, shapes, graph):
+    x = shapes[n.inputs[0]]
+    g, planes = int(n.attrs["num_groups"]), x[0] * x[1]
+    return [(x[0] * g,), (x[0] * g,), (planes,), (planes,)]
 
 
 def _gn_reference(n, inputs):
@@ -267,5 +303,6 @@ register(OpSpec("InstanceNormalization", _nchw, _build_instance_norm, _instance_
                 inplace=True))
 register(OpSpec("LayerNormalization", _ln_shapes, _ln_build, _ln_reference, _ln_scratch,
                 out_dtypes=float_dtypes))
-register(OpSpec("GroupNormalization", _gn_shapes, _gn_build, _gn_reference, inplace=True))
+register(OpSpec("GroupNormalization", _gn_shapes, _gn_build, _gn_reference, _gn_scratch,
+                inplace=True))
 register(OpSpec("BatchNormalization", _bn_shapes, _bn_build, _bn_reference, inplace=True))

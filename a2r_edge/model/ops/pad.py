@@ -1,11 +1,16 @@
 """Pad: constant, reflect, edge and wrap modes on any axes; pads as attribute (opset < 11) or
-input, negative pads crop. The build copies x into the middle of y once, then fills each padded
-axis's borders from values already in y, axis after axis (corners come out as np.pad's)."""
+input, negative pads crop. The generators' case (the two spatial axes of an NCHW tensor, pads
+>= 0, constant/reflect/edge) is one native a2r_pad2d call; otherwise the build copies x into the
+middle of y once, then fills each padded axis's borders from values already in y, axis after
+axis (corners come out as np.pad's)."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
-from .base import OpSpec, UnsupportedOpError, given, plan_consts, register
+from ... import _kernels
+from .base import OpSpec, UnsupportedOpError, given, keeping, plan_consts, register
 
 _MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -80,6 +85,13 @@ def _border_copies(y, inner_sizes, pads, mode):
 def _build(node, graph, shapes, view, scratch):
     x, y = view(node.inputs[0]), view(node.outputs[0])
     mode, value, per_axis = pad_params(node, x.shape, plan_consts(node, graph))
+    if mode in _kernels.PAD2D_MODES and x.ndim == 4 and per_axis[:2] == [(0, 0), (0, 0)] \
+            and min(min(p) for p in per_axis) >= 0:
+        (top, bottom), (left, right) = per_axis[2:]
+        nc, h, w = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
+        args = (x.ctypes.data, nc, h, w, top, bottom, left, right, _kernels.PAD2D_MODES[mode],
+                float(np.float32(value)), y.ctypes.data)
+        return keeping(functools.partial(_kernels.pad2d_at, *args), x, y)
     crop, pads = _split(per_axis)
     src = x[crop]
     inner = y[tuple(slice(b, b + d) for (b, _), d in zip(pads, src.shape))]

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .base import (OpSpec, UnsupportedOpError, copy_build, given, never_built, plan_consts,
-                   register)
+                   register, view_build)
 
 _INT64 = np.dtype(np.int64)
 
@@ -218,11 +218,11 @@ def _cast_shapes(node, in_shapes, graph):
 
 _squeeze_shapes, _squeeze = _target_op(_squeeze_target)
 _unsqueeze_shapes, _unsqueeze = _target_op(_unsqueeze_target)
-register(OpSpec("Reshape", _reshape_shapes, copy_build(_reshaped), _reshape))
-register(OpSpec("Flatten", lambda n, s, g: [_flatten_target(n, s[0])], copy_build(_reshaped),
-                lambda n, i: [i[0].reshape(_flatten_target(n, i[0].shape))]))
-register(OpSpec("Squeeze", _squeeze_shapes, copy_build(_reshaped), _squeeze))
-register(OpSpec("Unsqueeze", _unsqueeze_shapes, copy_build(_reshaped), _unsqueeze))
+register(OpSpec("Reshape", _reshape_shapes, view_build, _reshape, view=True))
+register(OpSpec("Flatten", lambda n, s, g: [_flatten_target(n, s[0])], view_build,
+                lambda n, i: [i[0].reshape(_flatten_target(n, i[0].shape))], view=True))
+register(OpSpec("Squeeze", _squeeze_shapes, view_build, _squeeze, view=True))
+register(OpSpec("Unsqueeze", _unsqueeze_shapes, view_build, _unsqueeze, view=True))
 register(OpSpec("Shape", _shape_shapes, never_built, _shape,
                 out_dtypes=lambda n, d: [_INT64]))
 register(OpSpec("ConstantOfShape", _cos_shapes, _cos_build, _cos,

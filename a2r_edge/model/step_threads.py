@@ -1,0 +1,111 @@
+"""Timing a plan's steps: how many threads each runs on, measured on the plan's first runs,
+and ``profile``, where a model's time goes.
+
+A kernel splits its work over the configured threads when the work passes a fixed grain; on a
+small picture or a busy machine the fork/join (waiting for a core that another process holds)
+can cost more than the step, and the model then runs slower on 2 threads than on 1 (measured:
+the pix2pix fixture at 256^2 on a shared 2-core VM, 1.8 ms on 1 thread, 6-17 ms on 2). So with
+N > 1 threads configured, a plan's first runs time every step alternately at N threads and at
+1 (after one warm-up run), and from then on each step runs at N only where its slowest
+sample at N beat its fastest at 1 by MARGIN (a second core that is there in one sample and
+taken in the next makes N threads a gamble; 1 thread is the safe side). The kernels split their work by output rows or planes, so the
+values do not depend on the choice (tests/test_step_threads.py compares them).
+
+The thread count is the kernels' process-wide setting: a step at 1 thread sets it and the run
+puts it back to N before it returns (also on an error). Another thread's kernel that starts
+while a step runs at 1 thread runs at 1 thread too (speed only); a run that starts then sees
+1 thread configured and runs its steps as they are.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import _kernels
+
+SAMPLES = 2   # timed runs at each count, after one warm-up run
+MARGIN = 0.9  # N threads must take under this fraction of 1 thread's time
+
+
+class StepThreads:
+    """Runs ``steps`` (the plan's closures) with a measured thread count per step."""
+
+    def __init__(self, steps: list):
+        self.steps = steps
+        self.choice: dict[int, list[int]] = {}     # configured N -> threads per step
+        self._runs: dict[int, int] = {}            # configured N -> runs measured so far
+        self._time: dict[int, list] = {}   # N -> per step ([times at N], [times at 1])
+
+    def run(self) -> None:
+        n = _kernels.num_threads()
+        chosen = self.choice.get(n)
+        if n == 1 or (chosen is not None and min(chosen) == n):
+            for step in self.steps:
+                step()
+        elif chosen is not None:
+            self._run_chosen(n, chosen)
+        else:
+            self._measure(n)
+
+    def _run_chosen(self, n: int, chosen: list[int]) -> None:
+        current = n
+        try:
+            for step, k in zip(self.steps, chosen):
+                if k != current:
+                    current = _kernels.set_num_threads(k)
+                step()
+        finally:
+            if current != n:
+                _kernels.set_num_threads(n)
+
+    def _measure(self, n: int) -> None:
+        r = self._runs.get(n, 0)
+        self._runs[n] = r + 1
+        if r == 0:   # warm-up: workspaces grow, weights pack
+            for step in self.steps:
+                step()
+            return
+        times = self._time.setdefault(n, [([], []) for _ in self.steps])
+        k = r % 2                      # odd runs at 1 thread (times[1]), even at N (times[0])
+        if k:
+            _kernels.set_num_threads(1)
+        try:
+            for step, t in zip(self.steps, times):
+                start = time.perf_counter()
+                step()
+                t[k].append(time.perf_counter() - start)
+        finally:
+            if k:
+                _kernels.set_num_threads(n)
+        if r == 2 * SAMPLES:
+            inf = float("inf")   # (a sample a failed run skipped: no evidence for N)
+            self.choice[n] = [n if max(many, default=inf) < MARGIN * min(one, default=inf)
+                              else 1 for many, one in times]
+            del self._time[n]
+
+    def describe(self) -> str:
+        """One line: the measured choice per configured thread count."""
+        if not self.choice:
+            return "threads per step: one count for all (not measured: 1 thread, or too few runs)"
+        return "threads per step (measured): " + "; ".join(
+            f"{n} configured: {sum(k == 1 for k in c)} of {len(c)} steps at 1 thread"
+            for n, c in sorted(self.choice.items()))
+
+
+def profile(plan, runs: int = 5) -> dict[str, float]:
+    """{op: median seconds per run} of ``plan``'s steps (an executor plan: ``steps`` and the
+    ``step_nodes`` they run), each timed on its own at the configured thread count, the plan's
+    inputs as they are: where a model's time goes. An onnxruntime region counts as one op."""
+    per_step = np.zeros((runs, len(plan.steps)))
+    for r in range(runs + 1):
+        for i, step in enumerate(plan.steps):
+            t = time.perf_counter()
+            step()
+            if r:   # the first run warms up
+                per_step[r - 1, i] = time.perf_counter() - t
+    median = np.median(per_step, axis=0)
+    out: dict[str, float] = {}
+    for nd, t in zip(plan.step_nodes, median):
+        out[nd.op] = out.get(nd.op, 0.0) + float(t)
+    return out

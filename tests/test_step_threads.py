@@ -1,0 +1,85 @@
+"""Per-step thread counts (model/step_threads.py): measured on a plan's first runs at N > 1
+threads, alternating N and 1 after a warm-up run; the configured count is back after every run
+(also when a step raises); the outputs do not change with the choice."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from a2r_edge import _kernels
+from a2r_edge.model import NativeExecutor
+from a2r_edge.model.step_threads import SAMPLES, StepThreads
+from a2r_edge.runtime import cpu
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
+
+
+@pytest.fixture
+def two_threads():
+    with cpu.using_threads(2) as n:
+        if n != 2:
+            pytest.skip("built without OpenMP or fewer than 2 threads allowed")
+        yield n
+
+
+def test_measures_alternately_then_keeps_the_choice(two_threads):
+    seen = []
+    runner = StepThreads([lambda: seen.append(("a", _kernels.num_threads())),
+                          lambda: seen.append(("b", _kernels.num_threads()))])
+    for _ in range(1 + 2 * SAMPLES):
+        seen.clear()
+        runner.run()
+        assert _kernels.num_threads() == 2
+    assert set(runner.choice) == {2} and len(runner.choice[2]) == 2
+    assert set(runner.choice[2]) <= {1, 2}
+    runner.choice[2] = [1, 2]          # a mixed choice runs each step at its count
+    seen.clear()
+    runner.run()
+    assert seen == [("a", 1), ("b", 2)] and _kernels.num_threads() == 2
+    with cpu.using_threads(1):         # one thread configured: nothing measured, nothing set
+        seen.clear()
+        runner.run()
+        assert seen == [("a", 1), ("b", 1)] and set(runner.choice) == {2}
+
+
+def test_measuring_runs_alternate_counts(two_threads):
+    seen = []
+    runner = StepThreads([lambda: seen.append(_kernels.num_threads())])
+    for _ in range(1 + 2 * SAMPLES):
+        runner.run()
+    assert seen == [2] + [1, 2] * SAMPLES
+
+
+def test_thread_count_restored_when_a_step_raises(two_threads):
+    def boom():
+        raise RuntimeError("step failed")
+    runner = StepThreads([lambda: None, boom])
+    runner.choice[2] = [1, 1]
+    with pytest.raises(RuntimeError):
+        runner.run()
+    assert _kernels.num_threads() == 2
+
+    def boom_on_one_thread():
+        if _kernels.num_threads() == 1:
+            boom()
+    measuring = StepThreads([boom_on_one_thread])
+    measuring.run()                    # warm-up at 2 threads
+    with pytest.raises(RuntimeError):
+        measuring.run()                # the first measuring run is at 1 thread
+    assert _kernels.num_threads() == 2
+
+
+@pytest.mark.parametrize("name", ["pix2pix_unet", "ugatit_light"])
+def test_outputs_do_not_depend_on_the_choice(two_threads, name):
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 3, 64, 48)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ex = NativeExecutor(os.path.join(FIXTURES, name + ".onnx"))
+        with cpu.using_threads(1):
+            want = ex.run(x).copy()
+        for _ in range(2 + 2 * SAMPLES):
+            np.testing.assert_allclose(ex.run(x), want, rtol=1e-6, atol=1e-6)
+    plan = ex.plan_for({ex.input_names[0]: x.shape})
+    assert len(plan.runner.choice[2]) == len(plan.steps)
+    assert "threads per step (measured)" in ex.describe()
