@@ -372,3 +372,20 @@ def test_calibration_and_conversion_run_a_stage_through_the_same_runner(tmp_path
         Engine(str(folder), backend=backend, cache_mb=0).convert(
             np.zeros((64, 64, 3), np.uint8))
         assert {(name, b) for name, b, _ in calls} == {(n, backend) for n in onnx_stages}
+
+
+def test_interleaved_median_times_reads_the_clock_it_is_given():
+    """The benchmarks' CPU-time ratios (A2R_BENCH_CPU_TIME) time through ``clock=``: each call
+    is measured on that clock, not on the wall."""
+    from a2r_edge.runtime.measure import interleaved_median_times
+
+    cpu_seconds = [0.0]
+
+    def costs(seconds):
+        def fn():
+            cpu_seconds[0] += seconds
+        return fn
+
+    medians = interleaved_median_times([costs(3.0), costs(5.0)], rounds=5, warmup=1,
+                                       budget_s=float("inf"), clock=lambda: cpu_seconds[0])
+    assert medians == [3.0, 5.0]
