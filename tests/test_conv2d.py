@@ -87,6 +87,21 @@ def test_epilogue(native, rng, case, act):
     check(x, wt, b, s, p, d, g, act, alpha=0.2)
 
 
+# Output channels are split into the fewest blocks of at most MR rows (8 AVX-512, 6 AVX2, 4
+# SSE2 and scalar), evenly: every block height 1..8 and uneven splits (7 -> 7, 9 -> 5 + 4,
+# 13 -> 7 + 6, 17 -> 6 + 6 + 5 on AVX-512), on each GEMM path at odd sizes.
+@pytest.mark.parametrize("o", [1, 2, 3, 4, 5, 6, 7, 9, 11, 12, 13, 17, 24])
+@pytest.mark.parametrize("path", [(3, 1, 0), (3, 1, 1), (2, 2, 0), (1, 1, 0), (3, 2, 1)],
+                         ids=["implicit", "implicit_pad", "polyphase", "1x1", "im2col"])
+def test_every_block_height(native, rng, o, path):
+    k, s, p = path
+    d = 2 if path == (3, 2, 1) else 1   # stride 2 dilation 2 reads one phase: the im2col path
+    x, wt, b = make(rng, 1, 5, 23, 19, o, k)
+    y = check(x, wt, b, s, p, d)
+    residual = rng.standard_normal(y.shape).astype(np.float32)
+    check(x, wt, b, s, p, d, act="leaky_relu", residual=residual, alpha=0.1)
+
+
 def test_out_and_prepacked_reuse(native, rng):
     x, wt, b = make(rng, 2, 8, 13, 11, 16, 3)
     conv = ops.Conv2d(wt, b, stride=1, pad=1, activation="relu")

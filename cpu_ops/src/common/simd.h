@@ -4,8 +4,9 @@
  *
  * Register tile per level (MR output channels x NR = NV*VL output pixels):
  *   AVX-512  8 x 48: 24 zmm accumulators + 3 B vectors, A broadcast as a memory operand = 27 of
- *            32 zmm; MR = 8 divides the usual channel counts (no padded rows) and a k step makes
- *            11 loads for 24 FMAs (12x32 makes 14 for 24).
+ *            32 zmm; MR = 8 divides the usual channel counts and a k step makes 11 loads for
+ *            24 FMAs (12x32 makes 14 for 24). Other counts run in even blocks of fewer rows
+ *            (12 = 6 + 6; conv2d/kernel.c).
  *   AVX2     6 x 16: 12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm.
  *   SSE2     4 x 8: 8 xmm accumulators + 2 B + 1 broadcast + 1 product (no FMA) = 12 of 16.
  *   other    4 x 8 scalar (plain C, A2R_MADD).

@@ -20,10 +20,10 @@
  *   1. B's NT columns are im2col'ed straight into the micro-kernel layout: NT/NR panels, each
  *      K rows of NR consecutive pixels (pixels past P are zeros). A 1x1 stride-1 pad-0 conv
  *      reads x in place (B = x, row stride P); only a partial last panel is copied.
- *   2. For each MR-row block of the packed weights (K steps of MR floats, made once by
- *      a2r_conv2d_pack) the micro-kernel multiplies it by every panel into a C tile.
- *   3. After each MR-row block, the epilogue adds bias and residual and applies the activation
- *      while those MR x NT C rows are in L1/L2, writing y once.
+ *   2. For each block of mr <= MR rows of the packed weights (K steps of mr floats, made once
+ *      by a2r_conv2d_pack) the micro-kernel multiplies it by every panel into a C tile.
+ *   3. After each block, the epilogue adds bias and residual and applies the activation
+ *      while those mr x NT C rows are in L1/L2, writing y once.
  * Work items = (image, group, pixel tile, block of output rows); rows are split only when there
  * are too few pixel tiles to feed every thread. Depthwise convs (cg = og = 1) skip the GEMM:
  * each output row is accumulated tap by tap in place, unit stride along x.
@@ -75,9 +75,11 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
     g.cg = s->c / s->groups;
     g.og = s->o / s->groups;
     g.k = g.cg * s->kh * s->kw;
-    /* Rows per weight block: MR, or MR/2 for a few output channels (a 3-channel RGB output
-     * layer would leave 5 of 8 AVX-512 rows as zeros; with 4 rows, 1). */
-    g.mr = g.og <= MR / 2 ? MR / 2 : MR;
+    /* Rows per weight block: the fewest blocks of at most MR rows, split evenly, so that few
+     * output channels are not padded with zero rows (12 channels on AVX-512: two blocks of 6,
+     * not 8 + 4 real rows of 16; a 3-channel RGB output layer: one block of 3). */
+    const int64_t blocks = (g.og + MR - 1) / MR;
+    g.mr = (g.og + blocks - 1) / blocks;
     g.og_pad = round_up(g.og, g.mr);
     g.direct = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                s->pad_h == 0 && s->pad_w == 0;
@@ -149,14 +151,27 @@ static inline void micro_kernel(const int mr, int64_t kk, const float *restrict 
         for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
 }
 
-/* micro_kernel for a block of g->mr rows (one of the two constants, each its own code). */
+/* micro_kernel for a block of g->mr rows (1..MR, each a constant with its own code). */
 static inline void block_kernel(const geometry *g, const float *restrict a,
                                 const float *restrict b, const int32_t *restrict off,
                                 int64_t ldb, float *restrict c, int64_t ldc) {
-    if (g->mr == MR)
-        micro_kernel(MR, g->k, a, b, off, ldb, c, ldc);
-    else
-        micro_kernel(MR / 2, g->k, a, b, off, ldb, c, ldc);
+    switch (g->mr) {
+#define A2R_MR_CASE(m)                                                                     \
+    case m: micro_kernel(m, g->k, a, b, off, ldb, c, ldc); break;
+#if MR >= 8
+        A2R_MR_CASE(8)
+        A2R_MR_CASE(7)
+#endif
+#if MR >= 6
+        A2R_MR_CASE(6)
+        A2R_MR_CASE(5)
+#endif
+        A2R_MR_CASE(4)
+        A2R_MR_CASE(3)
+        A2R_MR_CASE(2)
+        default: micro_kernel(1, g->k, a, b, off, ldb, c, ldc); break;
+#undef A2R_MR_CASE
+    }
 }
 
 /* dst[t] = src[t*S]; inlined with a constant S so stride 1 and 2 vectorise. */

@@ -46,7 +46,7 @@ static wino_geometry wino_geometry_of(const a2r_conv2d_shape *s, const geometry 
 }
 
 /* Output channels padded to whole MR blocks: Winograd always uses the full-height tile (the
- * direct path's g->og_pad may count half-height blocks). */
+ * direct path's g->og_pad may count shorter blocks). */
 static inline int64_t wino_o_pad(const a2r_conv2d_shape *s) {
     return (s->o + MR - 1) / MR * MR;
 }
