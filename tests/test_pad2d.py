@@ -55,7 +55,9 @@ def test_generator_pads_run_natively_other_pads_by_copies(rng):
     (step,) = ex.plan_for({"x": data.shape}).steps
     assert step.func is _kernels.pad2d_at
     for mode, pads in [("wrap", [0, 0, 2, 1, 0, 0, 1, 2]), ("edge", [0, 1, -2, 1, 0, 0, 1, -3]),
-                       ("constant", [0, 2, 1, 0, 0, 1, 0, 1])]:
+                       ("constant", [0, 2, 1, 0, 0, 1, 0, 1]),
+                       ("constant", [0, 0, -1, -2, 0, 0, -3, 0]),   # crops only: one copy
+                       ("reflect", [0, -1, 0, -1, 0, 0, -1, -1])]:
         x = data
         crop = tuple(slice(-min(pads[i], 0), data.shape[i] + min(pads[i + 4], 0))
                      for i in range(4))
