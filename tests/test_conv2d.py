@@ -92,17 +92,22 @@ def test_epilogue(native, rng, case, act):
 
 # Output channels are split into the fewest blocks of at most MR rows (8 AVX-512, 6 AVX2, 4
 # SSE2 and scalar), evenly: every block height 1..8 and uneven splits (7 -> 7, 9 -> 5 + 4,
-# 13 -> 7 + 6, 17 -> 6 + 6 + 5 on AVX-512), on each GEMM path at odd sizes.
+# 13 -> 7 + 6, 17 -> 6 + 6 + 5 on AVX-512), on each GEMM path at odd sizes. A panel of NR
+# pixels of one output row goes through the epilogue in registers (none, relu, leaky relu),
+# the others (row ends, 19 columns wide) through the C tile: both in each picture but the narrow.
 @pytest.mark.parametrize("o", [1, 2, 3, 4, 5, 6, 7, 9, 11, 12, 13, 17, 24])
 @pytest.mark.parametrize("path", [(3, 1, 0), (3, 1, 1), (2, 2, 0), (1, 1, 0), (3, 2, 1)],
                          ids=["implicit", "implicit_pad", "polyphase", "1x1", "im2col"])
 def test_every_block_height(native, rng, o, path):
     k, s, p = path
     d = 2 if path == (3, 2, 1) else 1   # stride 2 dilation 2 reads one phase: the im2col path
-    x, wt, b = make(rng, 1, 5, 23, 19, o, k)
-    y = check(x, wt, b, s, p, d)
-    residual = rng.standard_normal(y.shape).astype(np.float32)
-    check(x, wt, b, s, p, d, act="leaky_relu", residual=residual, alpha=0.1)
+    for hw in [(23, 19), (13, 213)]:
+        x, wt, b = make(rng, 1, 5, *hw, o, k)
+        y = check(x, wt, b, s, p, d)
+        residual = rng.standard_normal(y.shape).astype(np.float32)
+        for act in ACTS:
+            check(x, wt, b, s, p, d, act=act, residual=residual, alpha=0.1)
+        check(x, wt, None, s, p, d, act="leaky_relu", alpha=0.3)
 
 
 def test_out_and_prepacked_reuse(native, rng):

@@ -27,6 +27,13 @@ typedef __m512 v_t;
 #define v_store(p, v) _mm512_storeu_ps((p), (v))
 #define v_set1(s) _mm512_set1_ps(s)
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define v_add(a, b) _mm512_add_ps((a), (b))
+/* v > 0 ? v : 0 and v >= 0 ? v : s * v per lane, NaN as the scalar forms (conv_common.h
+ * activate): max returns its second operand (0) for NaN; the ordered compare is false. */
+#define v_relu(v) _mm512_max_ps((v), _mm512_setzero_ps())
+#define v_leaky(v, s)                                                                          \
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_GE_OQ),            \
+                         _mm512_mul_ps((s), (v)), (v))
 /* First r < VL lanes; the other lanes are neither read nor written (no fault past the end). */
 #define v_load_part(p, r) _mm512_maskz_loadu_ps((__mmask16)((1u << (r)) - 1), (p))
 #define v_store_part(p, v, r) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (r)) - 1), (v))
@@ -41,6 +48,11 @@ typedef __m256 v_t;
 #define v_store(p, v) _mm256_storeu_ps((p), (v))
 #define v_set1(s) _mm256_set1_ps(s)
 #define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define v_add(a, b) _mm256_add_ps((a), (b))
+#define v_relu(v) _mm256_max_ps((v), _mm256_setzero_ps())
+#define v_leaky(v, s)                                                                          \
+    _mm256_blendv_ps(_mm256_mul_ps((s), (v)), (v),                                            \
+                     _mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_GE_OQ))
 static const int32_t v_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 #define v_mask(r) _mm256_loadu_si256((const __m256i *)(v_mask_table + 8 - (r)))
 #define v_load_part(p, r) _mm256_maskload_ps((p), v_mask(r))
@@ -56,6 +68,12 @@ typedef __m128 v_t;
 #define v_store(p, v) _mm_storeu_ps((p), (v))
 #define v_set1(s) _mm_set1_ps(s)
 #define v_fma(a, b, c) _mm_add_ps(_mm_mul_ps((a), (b)), (c))
+#define v_add(a, b) _mm_add_ps((a), (b))
+#define v_relu(v) _mm_max_ps((v), _mm_setzero_ps())
+static inline __m128 v_leaky(__m128 v, __m128 s) {
+    const __m128 ge = _mm_cmpge_ps(v, _mm_setzero_ps());
+    return _mm_or_ps(_mm_and_ps(ge, v), _mm_andnot_ps(ge, _mm_mul_ps(s, v)));
+}
 #else
 typedef float v_t;
 #define VL 1
@@ -66,6 +84,9 @@ typedef float v_t;
 #define v_store(p, v) (*(p) = (v))
 #define v_set1(s) (s)
 #define v_fma(a, b, c) A2R_MADD((a), (b), (c))
+#define v_add(a, b) ((a) + (b))
+#define v_relu(v) ((v) > 0.0f ? (v) : 0.0f)
+#define v_leaky(v, s) ((v) >= 0.0f ? (v) : (s) * (v))
 #endif
 
 #define NR (NV * VL)

@@ -126,16 +126,36 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
 }
 
 
-/* Depthwise: w as is. GEMM: per group, per block of MR output rows, K steps of MR floats
- * (rows past og are zeros, so the micro-kernel never branches on them). */
+/* Where a micro-kernel call that writes y itself stores: rows i < rows of the block at y + i*ld
+ * (NR consecutive output pixels of one output row), y = act(sum + bias[i] + res[i*ld + j]) as
+ * the epilogue computes it, bit for bit (bias and res may be NULL; act none, relu or leaky). */
+typedef struct {
+    const float *bias, *res;
+    float *y;
+    int64_t ld, rows;
+    int act;
+    float alpha;
+} tile_out;
 
+/* Epilogue of one register row (NV vectors) into y: FUSED_ROW(ACT) with ACT an expression of t. */
+#define FUSED_ROW(ACT)                                                                         \
+    do {                                                                                       \
+        for (int v = 0; v < NV; v++) {                                                         \
+            v_t t = v_add(acc[i][v], bv);                                                      \
+            if (o->res) t = v_add(t, v_load(o->res + i * o->ld + v * VL));                    \
+            t = ACT;                                                                           \
+            v_store(o->y + i * o->ld + v * VL, t);                                             \
+        }                                                                                      \
+    } while (0)
 
 /* C[i*ldc + j] = sum_k A[k*mr + i] * B[row_k + j], i < mr, j < NR, the whole tile in registers;
  * row_k = off[k] (implicit GEMM: per-tap offsets into the padded input) or k*ldb when off is
- * NULL. Inlined with constant mr and NULL/non-NULL so each call site gets its own loop. */
+ * NULL. With o, the sums go through the epilogue into y instead (no C tile round trip).
+ * Instantiated per constant mr (block_kernel); GCC unswitches the off test out of the k loop. */
 static inline void micro_kernel(const int mr, int64_t kk, const float *restrict a,
                                 const float *restrict b, const int32_t *restrict off,
-                                int64_t ldb, float *restrict c, int64_t ldc) {
+                                int64_t ldb, float *restrict c, int64_t ldc,
+                                const tile_out *o) {
     v_t acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
@@ -153,19 +173,34 @@ static inline void micro_kernel(const int mr, int64_t kk, const float *restrict 
             for (int v = 0; v < NV; v++) acc[i][v] = v_fma(av, bv[v], acc[i][v]);
         }
     }
+    if (!o) {
 #pragma GCC unroll 16
-    for (int i = 0; i < mr; i++)
+        for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
+            for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
+        return;
+    }
+    const v_t slope = v_set1(o->alpha);
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++) {
+        if (i >= o->rows) break;
+        const v_t bv = v_set1(o->bias ? o->bias[i] : 0.0f);
+        switch (o->act) {
+        case A2R_ACT_RELU: FUSED_ROW(v_relu(t)); break;
+        case A2R_ACT_LEAKY_RELU: FUSED_ROW(v_leaky(t, slope)); break;
+        default: FUSED_ROW(t); break;
+        }
+    }
 }
+#undef FUSED_ROW
 
 /* micro_kernel for a block of g->mr rows (1..MR, each a constant with its own code). */
 static inline void block_kernel(const geometry *g, const float *restrict a,
                                 const float *restrict b, const int32_t *restrict off,
-                                int64_t ldb, float *restrict c, int64_t ldc) {
+                                int64_t ldb, float *restrict c, int64_t ldc, const tile_out *o) {
     switch (g->mr) {
 #define A2R_MR_CASE(m)                                                                     \
-    case m: micro_kernel(m, g->k, a, b, off, ldb, c, ldc); break;
+    case m: micro_kernel(m, g->k, a, b, off, ldb, c, ldc, o); break;
 #if MR >= 8
         A2R_MR_CASE(8)
         A2R_MR_CASE(7)
@@ -177,7 +212,7 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
         A2R_MR_CASE(4)
         A2R_MR_CASE(3)
         A2R_MR_CASE(2)
-        default: micro_kernel(1, g->k, a, b, off, ldb, c, ldc); break;
+        default: micro_kernel(1, g->k, a, b, off, ldb, c, ldc, o); break;
 #undef A2R_MR_CASE
     }
 }
@@ -440,6 +475,15 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
     v_zero_n(st, NR);
 }
 
+/* y offset (oy*ow + ox) of the NR columns from q0 when they are NR kept output pixels of one
+ * row, all before the tile's end q_end; else -1 (the panel goes through the C tile). */
+static inline int64_t panel_in_row(const geometry *g, int64_t q0, int64_t q_end) {
+    if (q0 + NR > q_end) return -1;
+    if (!g->implicit) return q0;
+    const int64_t oy = q0 / g->wq, ox = q0 - oy * g->wq;
+    return ox + NR <= g->ow ? oy * g->ow + ox : -1;
+}
+
 /* Output-row blocks per work item: all ``blocks`` in one item, unless ``units`` (image x tile)
  * items are too few for ``nthr`` threads; then the rows are split too, about 4 items per
  * thread so that uneven items still balance. */
@@ -574,39 +618,58 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                     memset(bt + kk * NR + rest, 0, (size_t)(NR - rest) * 4);
                 }
             }
+            const int fusable = act == A2R_ACT_NONE || act == A2R_ACT_RELU ||
+                                act == A2R_ACT_LEAKY_RELU;
             for (int64_t ob = b0; ob < b1; ob++) {
                 const float *wb = wg + ob * g.mr * g.k;
+                const int64_t o0 = ob * g.mr, o1 = A2R_MIN(o0 + g.mr, g.og);
+                const int64_t plane0 = (ni * s->o + gi * g.og + o0) * g.p;
+                tile_out to = {bias ? bias + gi * g.og + o0 : NULL, NULL, NULL, g.p, o1 - o0,
+                               act, alpha};
                 for (int64_t pan = 0; pan < npan; pan++) {
+                    /* a panel of one output row's pixels goes through the epilogue in
+                     * registers, straight into y; the others through the C tile below */
+                    const int64_t yo = fusable ? panel_in_row(&g, p0 + pan * NR, p0 + np) : -1;
+                    const tile_out *o = NULL;
+                    if (yo >= 0) {
+                        to.y = y + plane0 + yo;
+                        to.res = residual ? residual + plane0 + yo : NULL;
+                        o = &to;
+                    }
                     if (g.implicit) {
-                        block_kernel(&g, wb, strip0 + pan * NR, off, 0, ct + pan * NR, g.nt);
+                        block_kernel(&g, wb, strip0 + pan * NR, off, 0, ct + pan * NR, g.nt, o);
                     } else if (pan < full) {
-                        block_kernel(&g, wb, xg + p0 + pan * NR, NULL, g.p, ct + pan * NR, g.nt);
+                        block_kernel(&g, wb, xg + p0 + pan * NR, NULL, g.p, ct + pan * NR, g.nt,
+                                     o);
                     } else {
                         block_kernel(&g, wb, bt + (g.direct ? 0 : pan * g.k * NR), NULL, NR,
-                                     ct + pan * NR, g.nt);
+                                     ct + pan * NR, g.nt, o);
                     }
                 }
-                /* epilogue of this block while its C rows are in L1/L2 */
-                const int64_t o1 = A2R_MIN((ob + 1) * g.mr, g.og);
-                for (int64_t o = ob * g.mr; o < o1; o++) {
-                    const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
-                    const float bo = bias ? bias[oc] : 0.0f;
-                    const float *cr = ct + (o - ob * g.mr) * g.nt;
-                    if (!g.implicit) {
-                        epilogue(cr, bo, residual ? residual + plane + p0 : NULL, act, alpha,
-                                 y + plane + p0, np);
-                        continue;
-                    }
-                    /* columns q = oy*wq + ox of this tile; keep ox < ow, row by row */
-                    for (int64_t q = p0; q < p0 + np;) {
-                        const int64_t oy = q / g.wq, ox = q % g.wq;
-                        const int64_t len = A2R_MIN(g.wq - ox, p0 + np - q);
-                        const int64_t keep = A2R_MAX(0, A2R_MIN(len, g.ow - ox));
-                        const int64_t yo = plane + oy * g.ow + ox;
-                        if (keep > 0)
-                            epilogue(cr + (q - p0), bo, residual ? residual + yo : NULL, act,
-                                     alpha, y + yo, keep);
-                        q += len;
+                /* epilogue of the other panels while their C rows are in L1/L2 */
+                for (int64_t pan = 0; pan < npan; pan++) {
+                    const int64_t q0 = p0 + pan * NR, q1 = A2R_MIN(q0 + NR, p0 + np);
+                    if (fusable && panel_in_row(&g, q0, p0 + np) >= 0) continue;
+                    for (int64_t o = o0; o < o1; o++) {
+                        const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
+                        const float bo = bias ? bias[oc] : 0.0f;
+                        const float *cr = ct + (o - o0) * g.nt; /* column q at cr[q - p0] */
+                        if (!g.implicit) {
+                            epilogue(cr + (q0 - p0), bo, residual ? residual + plane + q0 : NULL, act,
+                                     alpha, y + plane + q0, q1 - q0);
+                            continue;
+                        }
+                        /* columns q = oy*wq + ox; keep ox < ow, row by row */
+                        for (int64_t q = q0; q < q1;) {
+                            const int64_t oy = q / g.wq, ox = q % g.wq;
+                            const int64_t len = A2R_MIN(g.wq - ox, q1 - q);
+                            const int64_t keep = A2R_MAX(0, A2R_MIN(len, g.ow - ox));
+                            const int64_t yo = plane + oy * g.ow + ox;
+                            if (keep > 0)
+                                epilogue(cr + (q - p0), bo, residual ? residual + yo : NULL, act,
+                                         alpha, y + yo, keep);
+                            q += len;
+                        }
                     }
                 }
             }

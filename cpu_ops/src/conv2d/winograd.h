@@ -141,7 +141,7 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
                     const float *wa = packed + (p * blocks + ob) * s->c * MR;
                     for (int64_t pan = 0; pan < npan; pan++)
                         micro_kernel(MR, s->c, wa, vt + p * s->c * wg.nt + pan * NR, NULL,
-                                     wg.nt, mt + p * MR * wg.nt + pan * NR, wg.nt);
+                                     wg.nt, mt + p * MR * wg.nt + pan * NR, wg.nt, NULL);
                 }
                 const int64_t o1 = A2R_MIN((ob + 1) * MR, s->o);
                 for (int64_t o = ob * MR; o < o1; o++) {
