@@ -64,6 +64,7 @@ CASES = [
     (1, 3, 200, 37, 12, 3, 1, 0, 1, 1),     # implicit, no padding: tiles read x in place,
     (2, 6, 150, 41, 10, 3, 1, 0, 1, 2),     # the last one a strip; groups 2, batch 2
     (1, 4, 120, 50, 7, 3, 1, 0, 2, 1),      # dilated
+    (1, 13, 40, 60, 5, 3, 1, 0, 1, 1),      # 13 x 3 tap rows per panel: the strip again
     (1, 16, 40, 300, 24, 3, 2, 1, 1, 1),    # polyphase implicit, stride 2: tiles mid-row
     (1, 5, 19, 23, 7, 3, 3, 1, 1, 1),       # polyphase, stride 3: nine phase planes
     (2, 6, 16, 15, 9, 4, 2, 1, 1, 1),       # polyphase, even kernel

@@ -8,9 +8,10 @@
  * i*dil_h)*wq + j*dil_w, so the micro-kernel reads B rows straight from the strip through a
  * table of K offsets; columns ox >= ow are computed and dropped (2 of 258 at 256^2, 3x3).
  * Measured 1.5x faster than im2col at 32 channels (the copy was a third of the time). At stride
- * 1 without padding the strip would be x's own rows, so tiles read x in place (the last tile of
- * an image, whose last panel would read past x's planes, still copies): 12 -> 3 channels 3x3
- * at 514^2, 1 thread, 2.4-2.7 -> 1.7-1.9 ms on a shared Zen 4. Stride
+ * 1 without padding the strip would be x's own rows, so tiles read x in place when a panel
+ * reads few rows of x (IN_PLACE_MAX_ROWS; the last tile of an image, whose last panel would
+ * read past x's planes, still copies): 12 -> 3 channels 3x3 at 514^2, 1 thread, 2.4-2.7 ->
+ * 1.7-1.9 ms on a shared Zen 4. Stride
  * s > 1 becomes stride 1 over polyphase planes: padded row yy = r*sh + py goes to row r of
  * phase py (columns likewise), so tap i (i*dil_h = a*sh + py) of output row oy reads row oy + a
  * of phase py: a constant offset again. The strip is (cg, sh, sw, srows, wq = ow + the widest
@@ -61,6 +62,11 @@ extern int a2r_conv2d_algo;
  * rows the strip would hold) the im2col path needs K*nt floats whatever the dilation. The bound
  * also keeps the int32 tap offsets into the strip far from overflow. */
 #define MAX_STRIP_FLOATS ((int64_t)1 << 26)
+/* Reading x in place (stride 1, no padding) pays while a panel's taps read at most this many
+ * rows of x (channels x kernel rows): 1 thread, Zen 4, 12 channels 3x3 at 514^2-1026^2 in
+ * place 0.92-1.0x the strip's time, but 24 channels 3x3 at 518^2 1.55x (each tap row of a
+ * wide map on its own pages: more than the L1 TLB holds). */
+#define IN_PLACE_MAX_ROWS 36
 
 typedef struct {
     int64_t oh, ow, p, cg, og, k, mr, og_pad, nt, slot;
@@ -108,9 +114,10 @@ static geometry geometry_of(const a2r_conv2d_shape *s) {
         g.nt = panels * NR;
         g.srows = strip_rows(s, g.wq, g.nt);
         /* Stride 1 without padding: the strip would be x's own rows (wq = w), so a tile reads
-         * x in place through a second offset table (int32: x's planes below 2^31 floats). */
+         * x in place through a second offset table (int32: x's planes below 2^31 floats), when
+         * a panel reads few rows of x (each row its own pages on wide maps). */
         g.in_place = g.phases == 1 && s->pad_h == 0 && s->pad_w == 0 &&
-                     g.cg * s->h * s->w < ((int64_t)1 << 31);
+                     g.cg * s->kh <= IN_PLACE_MAX_ROWS && g.cg * s->h * s->w < ((int64_t)1 << 31);
         g.slot = g.cg * g.phases * g.srows * g.wq + NR + MR * g.nt + 2 * g.k + 2 * ALIGN_FLOATS;
         return g;
     }
