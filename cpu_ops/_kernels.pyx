@@ -33,6 +33,8 @@ cdef extern from "a2r_kernels.h" nogil:
                     const int64_t *ix, const float *wx, float *rows, float *y) noexcept
     void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
                    int64_t left, int64_t right, int mode, float value, float *y) noexcept
+    void a2r_crop_add(const float *x, int64_t nc, int64_t xh, int64_t xw, int64_t top,
+                      int64_t left, const float *b, int64_t h, int64_t w, float *y) noexcept
     enum:
         A2R_PAD_CONSTANT, A2R_PAD_REFLECT, A2R_PAD_EDGE
     void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
@@ -287,6 +289,12 @@ def pad2d_at(size_t x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bo
              int64_t left, int64_t right, int mode, float value, size_t y):
     with nogil:
         a2r_pad2d(<const float *>x, nc, h, w, top, bottom, left, right, mode, value, <float *>y)
+
+
+def crop_add_at(size_t x, int64_t nc, int64_t xh, int64_t xw, int64_t top, int64_t left,
+                size_t b, int64_t h, int64_t w, size_t y):
+    with nogil:
+        a2r_crop_add(<const float *>x, nc, xh, xw, top, left, <const float *>b, h, w, <float *>y)
 
 
 def adain_at(size_t x, int64_t nc, int64_t hw, size_t style_mean, size_t style_std,

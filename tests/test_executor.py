@@ -4,9 +4,9 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
-from a2r_edge.model import reference
+from a2r_edge.model import ops, reference
 from a2r_edge.runtime.ort import OrtSession
 from a2r_edge.model import ModelLoadError, NativeExecutor, UnsupportedOpError
 from onnx_graphs import Builder, random_graph, small_image_net
@@ -89,6 +89,48 @@ def test_activation_after_depth_to_space_joins_the_conv(threads, mode):
     assert [n.op for n in p.nodes] == ["Conv", "DepthToSpace", "Conv", "DepthToSpace", "Relu",
                                        "Add"]
     assert p.nodes[0].attrs["activation"] == "leaky_relu"
+
+
+def test_add_of_a_crop_is_one_pass(threads):
+    """Pad of negative pads on H and W (a crop, as Real-CUGAN's skips) read only by an Add of
+    a tensor of its shape: one crop_add step, on either input; a crop with a second reader, a
+    crop of channels, a Pad that pads and a crop that is a Conv's residual stay as they are."""
+    rng = np.random.default_rng(6)
+    b = Builder(rng, 4)
+
+    def pad(t, pads, mode="constant"):   # pads: N, C, H, W begins, then ends
+        name = b.name("pads")
+        b.inits.append(numpy_helper.from_array(np.array(pads, np.int64), name))
+        return b.node("Pad", [t, name], mode=mode)
+    a = b.conv("x", 4, 5, pad=0)                        # (H-2, W-2)
+    c = b.node("Relu", [b.conv("x", 4, 5, k=5, pad=0)])  # (H-4, W-4)
+    y = b.node("Add", [c, pad(a, [0, 0, -1, -2, 0, 0, -1, 0], "reflect")])   # crop as input 1
+    crop_y = pad(y, [0, 0, -1, -1, 0, 0, -1, -1])       # (H-6, W-6), read twice: kept
+    d = b.node("Relu", [b.conv(y, 5, 5, pad=0)])
+    y = b.node("Add", [b.node("Add", [crop_y, d]), crop_y])
+    y = b.node("Add", [pad(y, [0, 0, 0, -1, 0, 0, -1, 0]),   # crops on both: input 0 fused,
+                       pad(d, [0, 0, -1, 0, 0, 0, 0, -1])])   # input 1 copied; (H-7, W-7)
+    e = b.conv(y, 5, 5, pad=0)                          # (H-9, W-9)
+    y = b.node("Add", [e, pad(y, [0, 0, -1, -1, 0, 0, -1, -1])])   # the Conv's residual
+    y = b.node("Add", [pad(y, [0, -1, 0, 0, 0, 0, 0, 0]),           # a crop of channels
+                       b.node("Relu", [pad(y, [0, 0, 0, 0, 0, -1, 0, 0])])])
+    y = b.node("Add", [pad(y, [0, 0, 1, 0, 0, 0, 0, -1]), b.const(np.float32(0.5))])  # pads
+    m = b.model(y)
+    ex = NativeExecutor(m)
+    for hw in [(17, 23), (12, 12)]:
+        x = rng.standard_normal((1, 4) + hw).astype(np.float32)
+        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.fusions["add_of_crop"] == 2 and p.fusions["conv_residual"] == 1
+    # read twice, the second crop of an Add, the residual, two of channels, the padding one
+    assert [n.op for n in p.nodes].count("Pad") == 6
+    crops = [(n.attrs["crop"], p.shapes[n.inputs[0]]) for n in p.nodes if "crop" in n.attrs]
+    assert crops == [(((1, 9), (2, 10)), (1, 5, 10, 10)),   # at 12x12: a is 10x10
+                     (((0, 5), (1, 6)), (1, 5, 6, 6))]
+    first = [n for n in p.nodes if "crop" in n.attrs][0]   # its reference crops as its build
+    u, v = (rng.standard_normal(p.shapes[t]).astype(np.float32) for t in first.inputs)
+    np.testing.assert_array_equal(ops.spec("Add").reference(first, [u, v])[0],
+                                  u[:, :, 1:9, 2:10] + v)
 
 
 @pytest.mark.parametrize("act", ["Relu", "LeakyRelu"])

@@ -65,3 +65,23 @@ def test_generator_pads_run_natively_other_pads_by_copies(rng):
         np.testing.assert_array_equal(NativeExecutor(_model(mode, pads), strict=True).run(x),
                                       want, err_msg=f"{mode} {pads}")
     assert set(_kernels.PAD2D_MODES) == {"constant", "reflect", "edge"}
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 0, 0), (2, 7, 13, 3, 4, 2), (5, 9, 9, 0, 0, 1),
+                                   (3, 261, 270, 131, 129, 5)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_crop_add_matches_numpy(native, rng, shape):
+    """crop_add (the Add of a crop, Real-CUGAN's skips): x's kept part plus b, exactly; into a
+    new buffer and in place over b; the last case splits across threads."""
+    nc, xh, xw, h, w, top = shape
+    h, w = max(1, xh - h), max(1, xw - w)   # the kept part
+    left = (xw - w) // 2
+    top = min(top, xh - h)
+    x = rng.standard_normal((nc, xh, xw)).astype(np.float32)
+    b = rng.standard_normal((nc, h, w)).astype(np.float32)
+    want = x[:, top:top + h, left:left + w] + b
+    y = np.full_like(b, np.nan)
+    _kernels.crop_add_at(x.ctypes.data, nc, xh, xw, top, left, b.ctypes.data, h, w, y.ctypes.data)
+    np.testing.assert_array_equal(y, want)
+    _kernels.crop_add_at(x.ctypes.data, nc, xh, xw, top, left, b.ctypes.data, h, w, b.ctypes.data)
+    np.testing.assert_array_equal(b, want)

@@ -15,6 +15,7 @@ import numpy as np
 from . import ops
 from .ops import ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, UnsupportedOpError
 from .ops.conv_transpose import takes_activation
+from .ops.pad import crop_of
 
 # ONNX op types the executor runs (default domain), besides the a2r AdaIN stage (ops/norm.py).
 SUPPORTED = ops.supported()
@@ -220,7 +221,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
     is elementwise, the shuffle only moves values: so the activation can join the Conv before);
     Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a same-shape tensor ->
     residual; Conv/InstanceNorm/AdaIN/GroupNormalization + activation and ConvTranspose
-    (stacked form) + activation -> one node. A node is
+    (stacked form) + activation -> one node; Add of a crop (Pad of negative pads) -> one Add
+    reading the crop's input (crop_add). A node is
     absorbed only when its input has no other reader and is not a graph output; the fused node
     runs at the position of the last node it absorbed (all its inputs exist by then).
     """
@@ -228,7 +230,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
     nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                  attrs=dict(n.attrs)) for n in graph.nodes]
     count = dict(silu=0, activation_before_shuffle=0, conv_bias=0, conv_scale=0,
-                 conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0)
+                 conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0,
+                 add_of_crop=0)
     pos = {id(n): i for i, n in enumerate(nodes)}
     dead: set[int] = set()
     # live readers of each tensor, kept up to date by every rewrite below (linear fusion: no
@@ -355,5 +358,28 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             unlink(n)
             n.inputs = [n.inputs[0]] + ([n.attrs["residual"]] if n.attrs["residual"] else [])
             link(n)
+    # Add of a crop of H and W (a Pad of negative pads only) that it alone reads and a tensor
+    # of the crop's shape, left after the Conv residuals: one crop_add pass, no copy
+    for n in nodes:
+        if id(n) in dead or n.op != "Add" or len(n.inputs) != 2 or "" in n.inputs:
+            continue
+        for k in (0, 1):
+            t, other = n.inputs[k], n.inputs[1 - k]
+            p = producer.get(t)
+            if p is None or id(p) in dead or p.op != "Pad" or sole_consumer(t) is not n \
+                    or other in consts or len(shapes[t]) != 4 \
+                    or shapes[other] != shapes[t] or shapes[n.outputs[0]] != shapes[t]:
+                continue
+            crop = crop_of(p, shapes[p.inputs[0]], consts)
+            if crop is None or crop[:2] != ((0, shapes[t][0]), (0, shapes[t][1])):
+                continue
+            dead.add(id(p))
+            unlink(p)
+            unlink(n)
+            n.inputs = [p.inputs[0], other]
+            n.attrs["crop"] = crop[2:]
+            link(n)
+            count["add_of_crop"] += 1
+            break
     fused = sorted((n for n in nodes if id(n) not in dead), key=lambda n: pos[id(n)])
     return fused, count

@@ -133,7 +133,11 @@
     K(a, void, a2r_pad2d,                                                                       \
       (const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,            \
        int64_t left, int64_t right, int mode, float value, float *y),                           \
-      (x, nc, h, w, top, bottom, left, right, mode, value, y))
+      (x, nc, h, w, top, bottom, left, right, mode, value, y))                                  \
+    K(a, void, a2r_crop_add,                                                                    \
+      (const float *x, int64_t nc, int64_t xh, int64_t xw, int64_t top, int64_t left,            \
+       const float *b, int64_t h, int64_t w, float *y),                                         \
+      (x, nc, xh, xw, top, left, b, h, w, y))
 
 /* One line per folder under src/ that holds a kernel.c (setup.py checks the two agree). */
 #define A2R_KERNEL_LIST(K, a)                                                                   \

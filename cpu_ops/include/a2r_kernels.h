@@ -80,6 +80,12 @@ enum { A2R_PAD_CONSTANT = 0, A2R_PAD_REFLECT = 1, A2R_PAD_EDGE = 2 };
 void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, int64_t bottom,
                int64_t left, int64_t right, int mode, float value, float *y);
 
+/* crop_add: y[p, i, j] = x[p, top + i, left + j] + b[p, i, j], p < nc, i < h, j < w: the part
+ * of x (nc, xh, xw) a crop (negative pads) keeps, added to b (nc, h, w) in one pass; top + h <=
+ * xh, left + w <= xw; y may be b. */
+void a2r_crop_add(const float *x, int64_t nc, int64_t xh, int64_t xw, int64_t top, int64_t left,
+                  const float *b, int64_t h, int64_t w, float *y);
+
 /* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w):
  *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
 void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,

@@ -2,7 +2,9 @@
 Div, Pow, Min, Max, PRelu, Equal, Where, Not.
 
 The float32 builds run one ufunc into the output view; the references keep ONNX's integer
-semantics (wrap-around, Div truncating towards zero, Pow typed like its base).
+semantics (wrap-around, Div truncating towards zero, Pow typed like its base). An Add that
+fusion gave a crop's input (graph.fuse: attribute ``crop``, the (start, stop) rows and columns
+of input 0 it reads) runs as one native crop_add pass.
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import functools
 
 import numpy as np
 
-from .base import OpSpec, never_built, operand, register
+from ... import _kernels
+from .base import OpSpec, keeping, never_built, operand, register
 
 
 def _broadcast(node, in_shapes, graph):
@@ -37,6 +40,27 @@ def _ufunc_build(ufunc):
                 ufunc(y, a, out=y)
         return run
     return build
+
+
+def _crop_add_build(node, graph, shapes, view, scratch):
+    """Add of a crop: y = x[..., rows, cols] + b (a numpy add reading x's crop as a strided
+    view took longer than the crop's copy and a contiguous add together)."""
+    if "crop" not in node.attrs:
+        return _ufunc_build(np.add)(node, graph, shapes, view, scratch)
+    x, b, y = view(node.inputs[0]), view(node.inputs[1]), view(node.outputs[0])
+    (top, _), (left, _) = node.attrs["crop"]
+    args = (x.ctypes.data, x.shape[0] * x.shape[1], x.shape[2], x.shape[3], top, left,
+            b.ctypes.data, y.shape[2], y.shape[3], y.ctypes.data)
+    return keeping(functools.partial(_kernels.crop_add_at, *args), x, b, y)
+
+
+def _crop_add(node, inputs):
+    """Add's reference; with ``crop``, input 0 cropped to it first."""
+    x, *rest = inputs
+    if "crop" in node.attrs:
+        (t, b), (l, r) = node.attrs["crop"]
+        x = x[..., t:b, l:r]
+    return _fold(np.add)(node, [x] + rest)
 
 
 def _fold(ufunc):
@@ -134,7 +158,7 @@ def _where(node, inputs):
     return [np.where(c, x, y).astype(x.dtype, copy=False)]
 
 
-register(OpSpec("Add", _broadcast, _ufunc_build(np.add), _fold(np.add), inplace=True))
+register(OpSpec("Add", _broadcast, _crop_add_build, _crop_add, inplace=True))
 register(OpSpec("Sub", _broadcast, _ufunc_build(np.subtract), _fold(np.subtract), inplace=True))
 register(OpSpec("Mul", _broadcast, _ufunc_build(np.multiply), _fold(np.multiply),
                 inplace=True))

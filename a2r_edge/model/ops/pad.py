@@ -53,6 +53,24 @@ def _split(per_axis):
     return crop, [(max(b, 0), max(e, 0)) for b, e in per_axis]
 
 
+def crop_of(node, x_shape, consts) -> tuple[tuple[int, int], ...] | None:
+    """(start, stop) per axis of the part of x a Pad keeps when it only crops (every pad <= 0,
+    one < 0: the mode and value do not matter), else None (it pads, or its pads are not
+    constants in ``consts``)."""
+    def get(k):
+        name = node.inputs[k] if len(node.inputs) > k else ""
+        if name and name not in consts:
+            raise UnsupportedOpError(node.op, node.name, "pads known at run time only")
+        return np.asarray(consts[name]) if name else None
+    try:
+        _, _, per_axis = pad_params(node, x_shape, get)
+    except (ValueError, UnsupportedOpError):
+        return None
+    if max(max(p) for p in per_axis) > 0 or min(min(p) for p in per_axis) == 0:
+        return None
+    return tuple((-b, d + e) for d, (b, e) in zip(x_shape, per_axis))
+
+
 def _out_shapes(node, in_shapes, graph):
     _, _, per_axis = pad_params(node, in_shapes[0], plan_consts(node, graph))
     return [tuple(d + b + e for d, (b, e) in zip(in_shapes[0], per_axis))]

@@ -1,5 +1,5 @@
-/* pad2d kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
- * One output row per iteration: its source row (reflected, clamped, or none: the constant),
+/* pad2d and crop_add kernel bodies (contract: a2r_kernels.h). Compiled once per ISA level.
+ * pad2d: one output row per iteration: its source row (reflected, clamped, or none: the constant),
  * then the left border, the middle as one memcpy, the right border. Border columns are few
  * (a generator's reflect pad is 1-3 wide), so they are scalar. */
 #include <string.h>
@@ -36,5 +36,20 @@ void A2R_KERNEL(a2r_pad2d)(const float *restrict x, int64_t nc, int64_t h, int64
             const int64_t sc = source(j - left, w, mode);
             dst[j] = sc < 0 ? value : src[sc];
         }
+    }
+}
+
+/* One output row per iteration: the kept part of x's row plus b's row (the vectoriser's
+ * run-time overlap check covers y == b). */
+void A2R_KERNEL(a2r_crop_add)(const float *restrict x, int64_t nc, int64_t xh, int64_t xw,
+                              int64_t top, int64_t left, const float *b, int64_t h, int64_t w,
+                              float *y) {
+    const int64_t rows = nc * h;
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (rows * w > A2R_PAR_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = x + ((r / h) * xh + top + r % h) * xw + left;
+        const float *br = b + r * w;
+        float *yr = y + r * w;
+        for (int64_t j = 0; j < w; j++) yr[j] = src[j] + br[j];
     }
 }
