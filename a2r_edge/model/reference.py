@@ -42,6 +42,25 @@ def adain(x, style_mean, style_std, eps=1e-5, content_stats=None):
     return ((x - mu) / sigma * ss + sm).astype(np.float32)
 
 
+def adalin(x, in_weight, ln_weight, gamma, beta, in_eps=1e-5, ln_eps=1e-5):
+    """U-GAT-IT's AdaLIN/ILN: in_weight * instance norm + ln_weight * layer norm (over C, H, W)
+    per channel, then * gamma + beta per (sample, channel); biased variances."""
+    n, c = x.shape[:2]
+    x64 = x.astype(np.float64)
+    inorm = (x64 - x64.mean(axis=(2, 3), keepdims=True)) / np.sqrt(
+        x64.var(axis=(2, 3), keepdims=True) + in_eps)
+    lnorm = (x64 - x64.mean(axis=(1, 2, 3), keepdims=True)) / np.sqrt(
+        x64.var(axis=(1, 2, 3), keepdims=True) + ln_eps)
+
+    def per_channel(v):
+        return np.asarray(v, np.float64).reshape(1, c, 1, 1)
+
+    def per_plane(v):
+        return np.broadcast_to(np.asarray(v, np.float64), (n, c)).reshape(n, c, 1, 1)
+    y = per_channel(in_weight) * inorm + per_channel(ln_weight) * lnorm
+    return (y * per_plane(gamma) + per_plane(beta)).astype(np.float32)
+
+
 def silu(x):
     with np.errstate(over="ignore", invalid="ignore"):
         return (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
