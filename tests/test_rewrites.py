@@ -176,17 +176,9 @@ def adalin_model(variant: str = "adalin", seed: int = 11):
     x = b.conv("x", 3, c)
     h_w = 7 * 6
 
-    def norm(axes, eps, count):
-        mean = b.node("ReduceMean", [x], axes=axes, keepdims=1)
-        d = b.node("Sub", [x, mean])
-        var = b.node("ReduceMean", [b.node("Pow", [d, b.const(2.0)])], axes=axes, keepdims=1)
-        var = b.node("Div", [b.node("Mul", [var, b.const(float(count))]),
-                             b.const(float(count - 1))])
-        return b.node("Div", [d, b.node("Sqrt", [b.node("Add", [var, b.const(eps)])])])
-
-    inorm = norm([2, 3], 1e-5, h_w)
-    lnorm = norm([1, 2] if variant == "axes_differ" else [1, 2, 3],
-                 1e-3 if variant == "eps_differ" else 1e-5, c * h_w)
+    inorm = b.decomposed_norm(x, [2, 3], 1e-5, h_w)
+    lnorm = b.decomposed_norm(x, [1, 2] if variant == "axes_differ" else [1, 2, 3],
+                              1e-3 if variant == "eps_differ" else 1e-5, c * h_w)
     if variant == "rho_runtime":
         rho = b.node("Sigmoid", [b.node("GlobalAveragePool", [x])])
         one_minus = b.node("Sub", [b.const(np.ones((1, c, 1, 1))), rho])
