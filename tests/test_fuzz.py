@@ -104,6 +104,8 @@ def test_ops_never_crash_and_agree_with_the_reference(a):
               lambda: ref.channel_stats(huge), dict(rtol=1e-4, atol=3e37 * 1e-5))
     c = c_of(a)
     check("adain", lambda: ops.adain(a, np.zeros(c), np.ones(c)), None)
+    check("adalin", lambda: ops.adalin(a, np.full(c, 0.5), np.full(c, 0.5), np.ones(c),
+                                       np.zeros(c)), None)
     check("silu", lambda: ops.silu(a), lambda: ref.silu(native(a)))
     check("pixel_shuffle", lambda: ops.pixel_shuffle(a, 1), lambda: ref.pixel_shuffle(native(a), 1))
     check("im2col", lambda: ops.im2col(a, 3, pad=1),
@@ -174,7 +176,8 @@ def test_huge_declared_sizes_are_refused_before_allocating(engine):
                                           (0, 0, 0, 0))
     for name, fn in [("silu", ops.silu), ("channel_stats", ops.channel_stats),
                      ("postprocess", ops.postprocess), ("adain", lambda x: ops.adain(
-                         x, np.zeros(3), np.ones(3)))]:
+                         x, np.zeros(3), np.ones(3))),
+                     ("adalin", lambda x: ops.adalin(x, *[np.ones(3)] * 4))]:
         with pytest.raises(MemoryError, match="more than this machine's"):
             fn(big)
         CASES[f"{name} huge view: refused"] += 1
