@@ -22,12 +22,16 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
                           loses_alpha, output_complete, read_bytes, read_picture, stale_temps,
                           write_bytes)
+
+if TYPE_CHECKING:  # loaded late (model/ pulls in the native kernels)
+    from ..model.conventions import Conventions
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 # model.precision.CHOICES, spelled out: importing it here would load the native kernels before
@@ -154,7 +158,7 @@ class Settings:
     local converter uses it here; convert --ray ships it to each actor as it is (plain values,
     the style picture as an array), so both honour the same flags."""
     model: str | None               # --model as given (None: the bundled model)
-    conventions: object = None      # model.conventions.Conventions of a plain ONNX, or None
+    conventions: Conventions | None = None   # the pixel conventions of a plain ONNX file
     device: str = "auto"
     roi: str | None = None
     strict: bool = False
@@ -198,8 +202,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     style=read_picture(Path(args.style)) if args.style else None,
                     style_colour=args.style_colour, strength=args.strength,
                     side_by_side=args.side_by_side,
-                    background=getattr(args, "background", None),
-                    resume=getattr(args, "resume", False))
+                    background=args.background, resume=args.resume)
 
 
 def unit_number(option: str) -> Callable[[str], float]:
