@@ -207,7 +207,9 @@ def adalin_model(variant: str = "adalin", seed: int = 11):
     ("gamma_pixels", 1, 0), ("rho_runtime", 0, 2), ("axes_differ", 0, 1), ("shared", 0, 2)])
 def test_adalin_variants_match_onnxruntime(variant, adalin, norms):
     m = adalin_model(variant)
-    for shape in ((1, 3, 7, 6), (1, 3, 8, 5)):   # the model's n / (n - 1) is for 7 x 6 only
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"   # batches too
+    # the model's n / (n - 1) is for 7 x 6 only; two samples: per-sample statistics and gamma
+    for shape in ((1, 3, 7, 6), (1, 3, 8, 5), (2, 3, 7, 6)):
         x = (np.random.default_rng(12).standard_normal(shape) * 3 + 1).astype(np.float32)
         ex, got, ref = run_both(m, x)
         rw = plan(ex, x.shape).rewrites
