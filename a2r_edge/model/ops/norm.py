@@ -122,11 +122,15 @@ def _adalin_build(n, graph, shapes, view, scratch):
     planes, feeds = [], []
     for k, default in ((3, 1.0), (4, 0.0)):
         name = n.inputs[k] if len(n.inputs) > k else ""
+        src = view(name) if name and name not in graph.consts else None
+        if src is not None and src.size == nb * c and src.flags.c_contiguous:
+            planes.append(src)   # computed at run time, one value per plane: read in place
+            continue
         buf = np.full(nb * c, default, np.float32)
         if name in graph.consts:
             np.copyto(buf.reshape(nb, c, 1, 1), graph.consts[name].astype(np.float32))
-        elif name:   # computed at run time (U-GAT-IT's gamma, beta): copied in each run
-            feeds.append((buf.reshape(nb, c, 1, 1), view(name)))
+        elif src is not None:   # computed at run time, broadcast over the batch each run
+            feeds.append((buf.reshape(nb, c, 1, 1), src))
         planes.append(buf)
     gamma, beta = planes
     moments = np.empty(2 * nb * c, np.float64)
