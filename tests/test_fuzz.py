@@ -317,12 +317,14 @@ CONVERT_WORDS = ["@in", "@one.png", "@bad.png", "@fifo.png", "@missing.png", "-o
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(CONVERT_WORDS), max_size=7))
-def test_convert_cli_arguments(engine, convert_files, words):
+def test_convert_cli_arguments(engine, convert_files, monkeypatch, words):
     """Any argument list: exit 0 or 2 with one-line errors, never a traceback or a hang (a FIFO
-    as input or --style is refused without being read)."""
+    as input or --style is refused without being read). Run inside the fixture's folder: a bare
+    word taken as -o ("-o #00ff00") writes there, not into the checkout."""
     import contextlib
     import io
     from a2r_edge.__main__ import main
+    monkeypatch.chdir(convert_files)
     model = str(engine.model.folder)
     argv = ["convert"] + [model if w == "@model" else str(convert_files / w[1:])
                           if w.startswith("@") else w for w in words]
