@@ -170,7 +170,8 @@ def guided_filter(guide, src, radius, eps):
 #        MAP_RANGE std and std * exp(+-MAP_RANGE) of the file's fixed ones; else the fixed ones
 #   guided_filter stage: base = guided_filter(guide = luma of x, src = y as (H', W', 3), radius,
 #        eps); y = base + detail * (y - base)
-#   crop the margin and the stride padding (scaled) off; u8 = clip(round((y * std + mean) * 255), 0, 255) (half to even), BGR.
+#   crop the margin and the stride padding (scaled) off;
+#   u8 = clip(round((y * std + mean) * 255), 0, 255) (half to even), BGR.
 # With a reference photo, the input is first colour-transferred (``colour_transfer``) and the
 # AdaIN target is the statistics of the stages before AdaIN on the photo.
 

@@ -280,8 +280,8 @@ def as_picture(img, name: str = "img") -> np.ndarray:
 
 def bytes_per_pixel(forward: Forward, executors, onnxruntime_stages: int) -> float:
     """Estimated bytes one pixel of the network's (padded) input costs in ``forward``'s network:
-    the native ``executors``' arenas and outputs measured on a 64 x 64 probe, ~256 B per pixel for each onnxruntime stage
-    (its arena is not visible), plus the forward's own buffers."""
+    the native ``executors``' arenas and outputs measured on a 64 x 64 probe, ~256 B per pixel
+    for each onnxruntime stage (its arena is not visible), plus the forward's own buffers."""
     probe = 64  # small enough to cost nothing, large enough to amortise fixed buffers
     slot = Slot(None)
     with forward.lock:

@@ -1,9 +1,10 @@
 """Tiled conversion without seams (the seams users of other upscalers report).
 
-The picture, padded as an untiled one (``forward.pad_to_stride``, margin included), is cut into a grid of *cores*
-(multiples of the model stride, so the encoder's down-sampling grid is the untiled one); each
-tile is its core grown by a *margin* of the model's receptive field (rounded up to the stride)
-on every side that has a neighbour, so adjacent tiles overlap by twice the receptive field.
+The picture, padded as an untiled one (``forward.pad_to_stride``: the model's border_margin on
+every side, then to the stride), is cut into a grid of *cores* (multiples of the model stride,
+so the encoder's down-sampling grid is the untiled one); each tile is its core grown by a
+*margin* of the model's receptive field (rounded up to the stride) on every side that has a
+neighbour, so adjacent tiles overlap by twice the receptive field.
 Then:
 
 1. Whole-picture statistics, gathered tile by tile: a network that normalises by statistics of
