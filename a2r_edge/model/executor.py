@@ -325,11 +325,12 @@ class NativeExecutor:
     the native side cannot run instead of running it on onnxruntime inside the plan. fit: how
     run() takes a picture of another size than a model exported with a fixed H x W declares,
     "resize" or "tile" (``fit.py``).
-    precision: of the convolutions, "fp32" (default), "bf16", "int8" or "auto" (precision.py):
-    "auto" chooses on the first run's input (or in ``calibrate(inputs)``) the fastest precision
-    whose output passes the quality guard against fp32; ``choice`` then says what it chose and
-    why. act_ranges: {Conv node: (lo, hi)} for int8 (precision.calibrate_ranges; nodes missing
-    are ranged per call). A precision this CPU cannot run falls back to fp32 with one warning
+    precision: of the convolutions (Conv, 2-D ConvTranspose, large MatMul/Gemm by a constant),
+    "fp32" (default), "bf16", "int8" or "auto" (precision.py): "auto" chooses on the first
+    run's input (or in ``calibrate(inputs)``) the fastest precision whose output passes the
+    quality guard against fp32; ``choice`` then says what it chose and why. act_ranges:
+    {convolution node: (lo, hi)} for int8 (precision.calibrate_ranges; nodes missing are
+    ranged per call). A precision this CPU cannot run falls back to fp32 with one warning
     (strict=True: ValueError instead). An unknown precision is a ValueError.
     """
 
@@ -364,19 +365,19 @@ class NativeExecutor:
 
     @property
     def act_ranges(self) -> dict:
-        """{Conv node: (lo, hi)}: the int8 activation ranges in use."""
+        """{convolution node: (lo, hi)}: the int8 activation ranges in use."""
         return dict(self._mode.act_ranges)
 
     @property
     def fp32_nodes(self) -> frozenset:
-        """The Conv nodes kept at fp32 whatever the precision (the per-layer fallback)."""
+        """The convolutions kept at fp32 whatever the precision (the per-layer fallback)."""
         return self._mode.fp32_nodes
 
     def set_precision(self, precision: str, act_ranges: dict | None = None,
                       fp32_nodes=()) -> None:
         """Run the convolutions at ``precision`` (fp32, bf16, int8) from the next run on;
-        act_ranges: as at construction (None: keep the current ones); fp32_nodes: Conv node
-        names that stay at fp32 (precision.fallback_nodes chooses them)."""
+        act_ranges: as at construction (None: keep the current ones); fp32_nodes:
+        convolution node names that stay at fp32 (precision.fallback_nodes chooses them)."""
         if _precision.check(precision) == "auto":
             raise ValueError("set_precision takes fp32, bf16 or int8; 'auto' chooses with "
                              "calibrate(inputs)")

@@ -6,10 +6,10 @@ together) and K, N >= LOWP_MIN_INNER runs at the plan's bf16/int8 precision (the
 attributes) as a 1x1 convolution on ops.Conv2d: x = A transposed (K channels, the rows as
 pixels), weights B transposed, packed once per plan, then y transposed back (cv2.transpose,
 blocked: numpy's strided copy costs 3-6x more). At fp32 and below those sizes numpy's BLAS
-runs it: measured at 1 thread (benchmarks/bench_precision.py::test_matmul), the 1x1 form at
-fp32 is 0.8-1.0x numpy's, and at 256 rows and K = N = 64 bf16 and int8 are 0.6x (the
-transposes and conversions cost more than the faster products gain), 1.0-1.2x at K = N = 128,
-1.4-2.2x at K = N = 256.
+runs it: measured at 1 thread (benchmarks/bench_precision.py::test_matmul, docs/models.md),
+the 1x1 form at fp32 is 0.8-1.0x numpy's; at bf16/int8 0.7-0.8x at 256 rows and K = N = 64
+(the transposes and conversions cost more than the faster products gain), bf16 0.95-1.15x and
+int8 1.4-1.5x at K = N = 128, 1.4-2.1x at K = N = 256.
 """
 from __future__ import annotations
 
