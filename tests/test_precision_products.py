@@ -2,6 +2,7 @@
 ops/matmul.py): their low-precision forms against the same model at fp32 within the quality
 guard, the per-node precision tag of plan.describe(), and the forms that stay fp32 (generic
 ConvTranspose, small or non-constant products) saying why."""
+import json
 import warnings
 
 import numpy as np
@@ -214,3 +215,18 @@ def test_auto_chooses_for_a_matmul_stage(rng):
     if c["precision"] != "fp32":
         assert c["psnr"][c["precision"]] >= GUARD_PSNR_DB[c["precision"]]
     assert f"@{c['precision']}" in tag_lines(ex, x.shape, "MatMul")[0]
+
+
+def test_choices_stored_before_these_ops_are_not_reused(rng, tmp_path):
+    """A stored plan of the previous schema (its fallback judged with ConvTranspose and MatMul
+    at fp32) is not brought back; one of the current schema is."""
+    path = str(tmp_path / "choices.json")
+    entry = {"model": {"precision": "int8", "act_ranges": {}, "fp32_nodes": {"int8": []}}}
+    prec.store(path, "int8", entry)
+    assert prec.load(path, "int8") == entry
+    with open(path) as f:
+        old = json.load(f)
+    old["schema"] = "a2r_edge.precision/1"
+    with open(path, "w") as f:
+        json.dump(old, f)
+    assert prec.load(path, "int8") == {}

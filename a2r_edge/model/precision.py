@@ -258,6 +258,11 @@ def calibration_pictures() -> list[np.ndarray]:
     return [img]
 
 
+# The stored choices' format; /2: the plans cover ConvTranspose and MatMul/Gemm too, so a /1
+# file's fallback lists were judged with those at fp32 and are not reused.
+SCHEMA = "a2r_edge.precision/2"
+
+
 def store_path(model_digest: str) -> str:
     """Where the choices for this model on this machine, ISA level and thread count live."""
     from ..runtime import system
@@ -267,10 +272,12 @@ def store_path(model_digest: str) -> str:
 
 
 def load(path: str, precision: str) -> dict:
-    """The stored plan_stages result for ``precision`` ({} when none or unreadable)."""
+    """The stored plan_stages result for ``precision`` ({} when none, unreadable or of another
+    SCHEMA)."""
     try:
         with open(path) as f:
-            return json.load(f).get(precision) or {}
+            data = json.load(f)
+        return (data.get(precision) or {}) if data.get("schema") == SCHEMA else {}
     except (OSError, ValueError, AttributeError):
         return {}
 
@@ -283,9 +290,9 @@ def store(path: str, precision: str, chosen: dict) -> None:
             data = json.load(f)
     except (OSError, ValueError):
         data = {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         data = {}
-    data["schema"] = "a2r_edge.precision/1"
+    data["schema"] = SCHEMA
     data[precision] = chosen
     try:
         system.write_json_atomic(path, data)
