@@ -32,7 +32,7 @@ def _lowp_why(node, a_shape, b_shape, graph) -> str:
         return f"not a matrix by a matrix ({a_shape} @ {b_shape})"
     rows, (k, n) = int(np.prod(a_shape[:-1])), b_shape
     if rows < LOWP_MIN_ROWS or min(k, n) < LOWP_MIN_INNER:
-        return (f"small product ({rows} rows, K {k}, N {n}; numpy fp32 is faster below "
+        return (f"small product ({rows}x{k} @ {k}x{n}; numpy fp32 is faster below "
                 f"{LOWP_MIN_ROWS} rows and K, N {LOWP_MIN_INNER})")
     return ""
 
