@@ -186,16 +186,18 @@ def matmul_model(rows: int, k: int, n: int) -> bytes:
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
-@pytest.mark.parametrize("shape", [(256, 64, 64), (256, 128, 128), (1024, 128, 128),
-                                   (256, 256, 256), (4096, 256, 256), (1024, 512, 512)],
+@pytest.mark.parametrize("shape", [(1024, 64, 64), (64, 128, 128), (128, 128, 128),
+                                   (1024, 128, 128), (16, 256, 256), (32, 256, 256),
+                                   (256, 256, 256), (1024, 512, 512)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_matmul(benchmark, threads, shape, precision, monkeypatch):
-    """A MatMul (rows, K) @ (K, N) forced into the 1x1-conv form at precision (the threshold
+    """A MatMul (rows, K) @ (K, N) forced into the 1x1-conv form at precision (the thresholds
     lowered to 0) against the same executor at fp32 (numpy's product): where the threshold
     of ops/matmul.py comes from."""
     from a2r_edge.model.ops import matmul
     monkeypatch.setattr(matmul, "LOWP_MIN_ROWS", 0)
     monkeypatch.setattr(matmul, "LOWP_MIN_INNER", 0)
+    monkeypatch.setattr(matmul, "LOWP_MIN_MACS", 0)
     rows, k, n = shape
     model = matmul_model(rows, k, n)
     x = np.random.default_rng(1).standard_normal((1, rows, k)).astype(np.float32)

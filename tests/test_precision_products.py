@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from a2r_edge.model import NativeExecutor
 from a2r_edge.model import precision as prec
-from a2r_edge.model.ops.matmul import LOWP_MIN_INNER, LOWP_MIN_ROWS
+from a2r_edge.model.ops.matmul import LOWP_MIN_INNER, LOWP_MIN_MACS, LOWP_MIN_ROWS
 from a2r_edge.runtime import cpu
 from test_precision import GENERATORS, generator, sample_crop
 from tolerances import GUARD_PSNR_DB
@@ -136,12 +136,17 @@ def judged(ex, x, precision):
     return prec.psnr(got, want), got, want
 
 
+AT_THRESHOLD = LOWP_MIN_MACS // LOWP_MIN_INNER ** 2   # rows of a K = N = LOWP_MIN_INNER product
+
+
 @pytest.mark.parametrize("precision", LOWP)
-@pytest.mark.parametrize("batch, rows", [(1, LOWP_MIN_ROWS), (2, LOWP_MIN_ROWS // 2 + 8)])
-def test_large_matmul_runs_at_low_precision(rng, precision, batch, rows):
-    """A product at the size threshold (rows counted over the batch) runs as a 1x1 conv at
-    precision: within the guard of fp32, not equal to it, tagged in describe()."""
-    k = n = LOWP_MIN_INNER
+@pytest.mark.parametrize("batch, rows, k, n", [
+    (1, AT_THRESHOLD, LOWP_MIN_INNER, LOWP_MIN_INNER),
+    (2, AT_THRESHOLD // 2, LOWP_MIN_INNER, LOWP_MIN_INNER),   # rows counted over the batch
+    (1, LOWP_MIN_ROWS, 2 * LOWP_MIN_INNER, 2 * LOWP_MIN_INNER)])
+def test_large_matmul_runs_at_low_precision(rng, precision, batch, rows, k, n):
+    """A product at the size threshold runs as a 1x1 conv at precision: within the guard of
+    fp32, not equal to it, tagged in describe()."""
     ex = NativeExecutor(matmul_model(rows, k, n, rng, batch))
     x = rng.standard_normal((batch, rows, k)).astype(np.float32)
     db, got, want = judged(ex, x, precision)
@@ -151,8 +156,10 @@ def test_large_matmul_runs_at_low_precision(rng, precision, batch, rows):
     assert f"@{precision}" in tag_lines(ex, x.shape, "MatMul")[0]
 
 
-@pytest.mark.parametrize("rows, k, n", [(LOWP_MIN_ROWS - 1, 128, 128), (512, 64, 256),
-                                        (512, 256, LOWP_MIN_INNER - 1)])
+@pytest.mark.parametrize("rows, k, n", [
+    (AT_THRESHOLD - 1, LOWP_MIN_INNER, LOWP_MIN_INNER),           # too few multiply-adds
+    (LOWP_MIN_ROWS - 1, 4 * LOWP_MIN_INNER, 4 * LOWP_MIN_INNER),  # too few rows
+    (512, LOWP_MIN_INNER // 2, 256), (512, 256, LOWP_MIN_INNER - 1)])   # K or N too small
 def test_small_matmul_stays_fp32(rng, rows, k, n):
     """Below the threshold numpy's fp32 product runs at any precision, unranged, and
     describe() says why."""

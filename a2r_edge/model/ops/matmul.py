@@ -1,15 +1,17 @@
 """Matrix products: MatMul (numpy matmul semantics: batched, broadcast, 1-D promoted) and Gemm
 (alpha * A' B' + beta * C, C broadcast to (M, N)); float32 through numpy's BLAS.
 
-A product by a constant (K, N) matrix with at least LOWP_MIN_ROWS rows (A's leading axes
-together) and K, N >= LOWP_MIN_INNER runs at the plan's bf16/int8 precision (the conv.py
-attributes) as a 1x1 convolution on ops.Conv2d: x = A transposed (K channels, the rows as
-pixels), weights B transposed, packed once per plan, then y transposed back (cv2.transpose,
-blocked: numpy's strided copy costs 3-6x more). At fp32 and below those sizes numpy's BLAS
-runs it: measured at 1 thread (benchmarks/bench_precision.py::test_matmul, docs/models.md),
-the 1x1 form at fp32 is 0.8-1.0x numpy's; at bf16/int8 0.7-0.8x at 256 rows and K = N = 64
-(the transposes and conversions cost more than the faster products gain), bf16 0.95-1.15x and
-int8 1.4-1.5x at K = N = 128, 1.4-2.1x at K = N = 256.
+A product by a constant (K, N) matrix with K, N >= LOWP_MIN_INNER, at least LOWP_MIN_ROWS rows
+(A's leading axes together) and LOWP_MIN_MACS multiply-adds runs at the plan's bf16/int8
+precision (the conv.py attributes) as a 1x1 convolution on ops.Conv2d: x = A transposed (K
+channels, the rows as pixels), weights B transposed, packed once per plan, then y transposed
+back (cv2.transpose, blocked: numpy's strided copy costs 3-6x more). At fp32 and below those
+sizes numpy's BLAS runs it. Measured at 1 thread, CPU time against numpy fp32 (docs/models.md,
+"Reduced precision"): the 1x1 form at fp32 is 0.8-1.0x; at bf16 / int8, at the threshold
+(32x256 @ 256x256, 128x128 @ 128x128) 1.0x / 1.3-1.5x, below it 0.6-0.85x / 0.75-1.1x
+(64x128 @ 128x128, 16x256 @ 256x256, 8x512 @ 512x512: the transposes and conversions cost
+more than the faster products gain), and with K = 64 0.8-0.9x / 0.9-1.0x even at 4096 rows;
+above it 1.1-1.7x / 1.3-2.8x (256 to 1024 rows, K, N 128 to 512).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ... import ops
 from .base import OpSpec, operand, register
 from .conv import precision_args, probing
 
-LOWP_MIN_ROWS, LOWP_MIN_INNER = 256, 128
+LOWP_MIN_ROWS, LOWP_MIN_INNER, LOWP_MIN_MACS = 32, 128, 1 << 21
 
 
 def _lowp_why(node, a_shape, b_shape, graph) -> str:
@@ -31,9 +33,10 @@ def _lowp_why(node, a_shape, b_shape, graph) -> str:
     if len(b_shape) != 2 or len(a_shape) < 2:
         return f"not a matrix by a matrix ({a_shape} @ {b_shape})"
     rows, (k, n) = int(np.prod(a_shape[:-1])), b_shape
-    if rows < LOWP_MIN_ROWS or min(k, n) < LOWP_MIN_INNER:
+    if rows < LOWP_MIN_ROWS or min(k, n) < LOWP_MIN_INNER or rows * k * n < LOWP_MIN_MACS:
         return (f"small product ({rows}x{k} @ {k}x{n}; numpy fp32 is faster below "
-                f"{LOWP_MIN_ROWS} rows and K, N {LOWP_MIN_INNER})")
+                f"{LOWP_MIN_ROWS} rows, K, N {LOWP_MIN_INNER}, {LOWP_MIN_MACS >> 20}M "
+                f"multiply-adds)")
     return ""
 
 
