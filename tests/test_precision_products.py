@@ -237,3 +237,20 @@ def test_choices_stored_before_these_ops_are_not_reused(rng, tmp_path):
     with open(path, "w") as f:
         json.dump(old, f)
     assert prec.load(path, "int8") == {}
+
+
+@pytest.mark.parametrize("precision", LOWP)
+def test_gemm_with_a_runtime_c_at_low_precision(rng, precision):
+    """C computed at run time (each row's mean of A, broadcast over N) scaled by beta after the
+    low-precision product: its scratch and the product's do not overlap."""
+    m, k, n = 256, 192, 160
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    nodes = [helper.make_node("ReduceMean", ["a"], ["c"], axes=[1], keepdims=1),
+             helper.make_node("Gemm", ["a", "w", "c"], ["y"], name="fc", beta=3.0)]
+    ex = NativeExecutor(model_of(nodes, [("a", [m, k])], ("y", [m, n]), {"w": w}))
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref = x.astype(np.float64) @ w + 3.0 * x.mean(axis=1, keepdims=True)
+    db, got, want = judged(ex, x, precision)
+    np.testing.assert_allclose(want, ref, rtol=1e-4, atol=1e-4)
+    assert prec.psnr(got, ref) >= GUARD_PSNR_DB[precision] and f"@{precision}" in \
+        tag_lines(ex, x.shape, "Gemm")[0]

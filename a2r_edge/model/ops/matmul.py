@@ -152,7 +152,8 @@ def _gemm_build(node, graph, shapes, view, scratch):
         bias = None
         if c is not None and beta32 is None and c.size == b.shape[1] == c.shape[-1]:
             bias, c = c.reshape(-1), None
-        product = _lowp_product(node, a.T if ta else a, b, bias, y, scratch[-2 + ta:], ta)
+        own = scratch[len(scratch) - len(_lowp_scratch(1, 1, 1, bool(ta))):]   # after C's
+        product = _lowp_product(node, a.T if ta else a, b, bias, y, own, bool(ta))
     else:
         product = probing(node, a, product)
 
