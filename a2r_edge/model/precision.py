@@ -90,14 +90,18 @@ def calibrate_ranges(executor, inputs) -> dict[str, tuple[float, float]]:
     return ranges
 
 
-def _median_ms(run, x, rounds: int = 3) -> float:
+def _fastest_ms(run, x, rounds: int = 3) -> float:
+    """The fastest of ``rounds`` timed runs, in ms. The fastest, not the median: another process
+    on a shared machine only ever slows a run down, and a choice made during such a burst is
+    stored and kept (measured at load 7 on 2 cores, medians of 3 chose fp32, bf16 or int8 for
+    the same CycleGAN stage in different runs)."""
     run(x)  # plan and packing outside the timing
     times = []
     for _ in range(rounds):
         t = time.perf_counter()
         run(x)
         times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
+    return 1e3 * min(times)
 
 
 def fallback_nodes(executor, precision: str, ranges: dict, outputs, want) -> list[str]:
@@ -206,7 +210,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             continue
         x0 = stage_inputs[name][0]
         set_at("fp32")
-        ms, scores, all_fp32 = {"fp32": _median_ms(ex.run, x0)}, {}, []
+        ms, scores, all_fp32 = {"fp32": _fastest_ms(ex.run, x0)}, {}, []
         for p in ("int8", "bf16"):
             if p not in runnable():
                 continue
@@ -214,7 +218,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             if ranges and len(fallback[p]) == len(ranges):   # no convolution left at p
                 all_fp32.append(p)
                 ex.set_precision(p, ranges)
-            ms[p] = _median_ms(ex.run, x0)
+            ms[p] = _fastest_ms(ex.run, x0)
             scores[p] = min(psnr(g, w) for g, w in zip(outputs(), want))
         passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p] and p not in all_fp32]
         best = min(passing + ["fp32"], key=lambda p: ms[p])
