@@ -177,10 +177,21 @@ static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *
 
 /* --- horizontal window sums ------------------------------------------------------------------- */
 
-/* out[x] = t0[x] + t1[x] + ... (nt <= 4 terms), added to out when acc. */
-static void gf_add_terms(float *restrict out, const float *const *t, int nt, int acc, int64_t n) {
+/* The horizontal pass reads its rows at every offset, and a 64-byte load at an offset not a
+ * multiple of 16 floats always spans two cache lines (a 32-byte one half the time): at the AVX-512
+ * level these loops run faster with 256-bit vectors (1024^2, r = 8, gray guide: the window sums
+ * 0.26 -> 0.20 ns per pixel and quantity, the whole filter about 10%). */
+#if defined(__AVX512F__)
+#define GF_HPASS __attribute__((target("prefer-vector-width=256")))
+#else
+#define GF_HPASS
+#endif
+
+/* out[x] = t0[x] + t1[x] + ... (nt <= 5 terms; nt = 5 only without acc), added to out when acc. */
+GF_HPASS static void gf_add_terms(float *restrict out, const float *const *t, int nt, int acc,
+                                  int64_t n) {
     const float *restrict a = t[0], *restrict b = t[nt > 1], *restrict c = t[nt > 2 ? 2 : 0],
-                *restrict d = t[nt > 3 ? 3 : 0];
+                *restrict d = t[nt > 3 ? 3 : 0], *restrict e = t[nt > 4 ? 4 : 0];
     switch (nt * 2 + acc) {
     case 2: for (int64_t x = 0; x < n; x++) out[x] = a[x]; break;
     case 3: for (int64_t x = 0; x < n; x++) out[x] += a[x]; break;
@@ -189,13 +200,15 @@ static void gf_add_terms(float *restrict out, const float *const *t, int nt, int
     case 6: for (int64_t x = 0; x < n; x++) out[x] = (a[x] + b[x]) + c[x]; break;
     case 7: for (int64_t x = 0; x < n; x++) out[x] += (a[x] + b[x]) + c[x]; break;
     case 8: for (int64_t x = 0; x < n; x++) out[x] = (a[x] + b[x]) + (c[x] + d[x]); break;
-    default: for (int64_t x = 0; x < n; x++) out[x] += (a[x] + b[x]) + (c[x] + d[x]); break;
+    case 9: for (int64_t x = 0; x < n; x++) out[x] += (a[x] + b[x]) + (c[x] + d[x]); break;
+    default: for (int64_t x = 0; x < n; x++) out[x] = ((a[x] + b[x]) + (c[x] + d[x])) + e[x]; break;
     }
 }
 
 /* out[x] = sum_{k < len} pad[x + k], x < n; pad holds n + len - 1 floats. */
-static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len, float *restrict out,
-                           float *restrict s4, float *restrict s16) {
+GF_HPASS static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len,
+                                    float *restrict out, float *restrict s4,
+                                    float *restrict s16) {
     if (len > GF_BLOCK_MAX) {
         double s = 0.0;
         for (int64_t k = 0; k < len; k++) s += pad[k];
@@ -206,8 +219,9 @@ static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len, fl
         return;
     }
     /* Block sums: s4[j] = pad[j..j+3], s16[j] = s4[j] + s4[j+4] + s4[j+8] + s4[j+12]; the
-     * window is nq16 blocks of 16, nq4 blocks of 4 and up to 3 single terms (<= 10 terms). */
-    const int64_t nq16 = len / 16, nq4 = (len % 16) / 4, n1 = len % 4;
+     * window is nq16 blocks of 16, nq4 blocks of 4 and up to 3 single terms (<= 10 terms).
+     * Below 32 the s16 pass (4 loads per output) costs more than the s4 terms it replaces. */
+    const int64_t nq16 = len >= 32 ? len / 16 : 0, nq4 = (len - 16 * nq16) / 4, n1 = len % 4;
     if (len >= 4)
         for (int64_t j = 0; j < n + len - 4; j++)
             s4[j] = (pad[j] + pad[j + 1]) + (pad[j + 2] + pad[j + 3]);
@@ -220,7 +234,10 @@ static void gf_window_sums(const float *restrict pad, int64_t n, int64_t len, fl
     for (int64_t i = 0; i < nq16; i++, off += 16) t[nt++] = s16 + off;
     for (int64_t i = 0; i < nq4; i++, off += 4) t[nt++] = s4 + off;
     for (int64_t i = 0; i < n1; i++, off += 1) t[nt++] = pad + off;
-    for (int i = 0; i < nt; i += 4) gf_add_terms(out, t + i, A2R_MIN(nt - i, 4), i > 0, n);
+    /* The first pass takes up to 5 terms (len 17: one pass), later ones add up to 4. */
+    const int first = A2R_MIN(nt, 5);
+    gf_add_terms(out, t, first, 0, n);
+    for (int i = first; i < nt; i += 4) gf_add_terms(out, t + i, A2R_MIN(nt - i, 4), 1, n);
 }
 
 /* --- per-pixel linear models ------------------------------------------------------------------ */
