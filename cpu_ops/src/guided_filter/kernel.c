@@ -11,11 +11,12 @@
  * Numerics follow cv2.ximgproc.guidedFilter: eps on the diagonal of the guide covariance; a colour
  * guide inverts (Sigma + eps I) by cofactors, and when eps < 1e-2 a |det| < 1e-6 is taken as 1.
  * Two band algorithms, one file each:
- *   exact_band.h (gf_band, colour guide or wide windows): running sums in double (exact for
+ *   exact_band.h (gf_band, windows two or more periods wide): running sums in double (exact for
  *   float32 terms: no drift over long columns);
- *   gray_band.h (gf_band_gray, gray guide, window narrower than two periods): float running sums,
- *   re-summed exactly every GF_RESUM_ROWS rows (bound there), in padded rows whose reflected
- *   margins make the horizontal pass copy-free; (x, x*y) quantity pairs updated in one pass.
+ *   float_band.h (gf_band_float, any guide, window narrower than two periods): float running
+ *   sums, re-summed exactly every GF_RESUM_ROWS rows (bound there), in padded rows whose
+ *   reflected margins make the horizontal pass copy-free; with a gray guide the (x, x*y)
+ *   quantity pairs are updated in one pass.
  * This file: the shared row machinery (reflection, planar rows, window sums, the per-pixel linear
  * models), the scratch and the entry point.
  * The window sums and the per-pixel algebra are float32, as in OpenCV.
@@ -51,7 +52,7 @@ typedef struct {
      * + hfull * (2 * sum of the row) */
     int64_t hlen, hstart, hfull;
     int64_t pad_len;  /* floats of one padded row: w + hlen - 1 */
-    int fast;         /* gray guide, window narrower than two periods: gf_band_gray */
+    int fast;         /* window narrower than two periods: gf_band_float */
 } gf_t;
 
 typedef struct {
@@ -62,8 +63,8 @@ typedef struct {
     float *inv;                  /* colour guide: 6 * w inverse covariance entries */
     float *oq;                   /* planar output row: sc * w */
     float *ringbuf;              /* ring * k2 * w */
-    float *cf1, *cf2;            /* gray path: float running sums, k1 (k2) padded rows of pad_len */
-    float *srows;                /* gray path, sc > 1: ring planar src rows, ring * sc * w */
+    float *cf1, *cf2;            /* float band: running sums, k1 (k2) padded rows of pad_len */
+    float *srows;                /* float band: ring planar guide (gc > 1) and src (sc > 1) rows */
     int64_t *stag;               /* image row held by each srows slot (-1: none) */
     int64_t *cnt;                /* h row multiplicities of one window */
     void *block;
@@ -366,7 +367,7 @@ static void gf_output(const gf_t *g, gf_scratch *s, int64_t y) {
 }
 
 #include "exact_band.h"
-#include "gray_band.h"
+#include "float_band.h"
 
 /* --- scratch ---------------------------------------------------------------------------------- */
 
@@ -385,7 +386,8 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
         gf_round((size_t)g->ring * k2 * w * fs),                             /* ring */
         gf_round((size_t)g->h * sizeof(int64_t)),                            /* cnt */
         gf_round(g->fast ? k1 * plen * fs : 0), gf_round(g->fast ? k2 * plen * fs : 0), /* cf1, cf2 */
-        gf_round(g->fast && g->sc > 1 ? (size_t)(g->ring * g->sc) * w * fs : 0),   /* srows */
+        gf_round(g->fast ? (size_t)(g->ring * ((g->gc > 1 ? g->gc : 0) + (g->sc > 1 ? g->sc : 0)))
+                               * w * fs : 0),                                           /* srows */
         gf_round((size_t)g->ring * sizeof(int64_t)),                             /* stag */
     };
     size_t total = GF_ALIGN;
@@ -422,7 +424,7 @@ int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *s
         g.hstart = ((-r) % period + period) % period;
     }
     g.pad_len = w + A2R_MAX(g.hlen, 1) - 1;
-    g.fast = gc == 1 && g.hfull == 0;
+    g.fast = g.hfull == 0;
 
     /* Bands: one per thread, when the image is worth it; each band costs r extra stage-1 rows
      * per side, so a band is never thinner than that. */
@@ -444,7 +446,7 @@ int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *s
     #pragma omp parallel for schedule(static, 1) num_threads((int)nb) if (nb > 1)
     for (int64_t b = 0; b < nb; b++) {
         if (g.fast)
-            gf_band_gray(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
+            gf_band_float(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
         else
             gf_band(&g, &sc_all[b], h * b / nb, h * (b + 1) / nb);
     }

@@ -1,8 +1,8 @@
-/* guided_filter: the gray-guide band, float running sums (gray guide, window narrower than two
- * periods: gf_t.fast). Included by kernel.c (one translation unit per ISA level), after the shared
- * row machinery. */
+/* guided_filter: the band with float running sums (any guide, window narrower than two periods:
+ * gf_t.fast). Included by kernel.c (one translation unit per ISA level), after the shared row
+ * machinery. */
 
-/* --- gray guide: float running sums --------------------------------------------------------- */
+/* --- float running sums --------------------------------------------------------------------- */
 /* Float running column sums, re-summed from scratch at every row that is a multiple of
  * GF_RESUM_ROWS (absolute rows, so the result does not depend on the bands).
  * Error bound: a fresh sum of the L = 2r+1 window rows carries at most (L - 1) u S, u = 2^-24,
@@ -12,12 +12,20 @@
  * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); it cannot outlive
  * K rows, so a huge value that has left the window leaves no trace after the next re-sum (tests:
  * drift, re-sum boundary). K = 32: the re-sum adds L / K row sums per row; 16 cost 4% more time,
- * 64 saved nothing measurable (1024^2, r = 8). */
+ * 64 saved nothing measurable (1024^2, r = 8). A colour guide's covariance inverse amplifies the
+ * error by at most what it amplifies float32 rounding of the guide itself: measured against the
+ * float64 reference, 1e-6 (256^2, r 3..20, eps 1e-4..1e-2, random, smooth and x100 guides; the
+ * double sums gave half of that; the tests allow 1e-4). */
 #define GF_RESUM_ROWS 32
 
 static void gf_lin_update_f(float *restrict cs, const float *restrict xa, const float *restrict xb,
                             int64_t w) {
     for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
+}
+
+static void gf_prod_update_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
+                             const float *restrict xb, const float *restrict yb, int64_t w) {
+    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] * ya[x] - xb[x] * yb[x];
 }
 
 /* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities. */
@@ -56,20 +64,31 @@ static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, g
     gf_window_sums(row, w, g->hlen, out, s->s4, s->s16);
 }
 
-/* Planar src row j (sc > 1) from the ring of deinterleaved rows, deinterleaving it on a miss: a
- * row enters the window as new and leaves it 2r + 1 rows later as old, read once each way (the
- * deinterleave was ~10% of the gray-guide 3ch time). avoid: slot in use by the other row. */
-static const float *gf_src_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoid,
-                                  float *spare) {
+/* Planar guide and src rows of image row j (pointers into the input for one channel), the
+ * multi-channel ones from a ring of deinterleaved rows, deinterleaved on a miss: a row enters the
+ * window as new and leaves it 2r + 1 rows later as old, read once each way (the deinterleave was
+ * ~10% of the gray-guide 3ch time). avoid: slot in use by the other row (spare buffers then). */
+static void gf_rows_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoid, float *gspare,
+                           float *sspare, const float **gp, const float **sp) {
     const int64_t slot = j % g->ring, w = g->w;
-    if (s->stag[slot] == j) return s->srows + slot * g->sc * w;
-    float *dst = slot == avoid ? spare : s->srows + slot * g->sc * w;
-    gf_deinterleave(g->src + j * w * g->sc, g->sc, w, dst);
-    if (dst != spare) s->stag[slot] = j;
-    return dst;
+    const int64_t gn = g->gc > 1 ? g->gc : 0, sn = g->sc > 1 ? g->sc : 0;
+    float *row = s->srows + slot * (gn + sn) * w;
+    *gp = g->gc > 1 ? row : g->guide + j * w;
+    *sp = g->sc > 1 ? row + gn * w : g->src + j * w;
+    if (gn + sn == 0 || s->stag[slot] == j) return;
+    if (slot == avoid) {
+        if (gn) gf_deinterleave(g->guide + j * w * gn, gn, w, gspare);
+        if (sn) gf_deinterleave(g->src + j * w * sn, sn, w, sspare);
+        *gp = gn ? gspare : *gp;
+        *sp = sn ? sspare : *sp;
+        return;
+    }
+    if (gn) gf_deinterleave(g->guide + j * w * gn, gn, w, row);
+    if (sn) gf_deinterleave(g->src + j * w * sn, sn, w, row + gn * w);
+    s->stag[slot] = j;
 }
 
-static void gf_band_gray(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
+static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
     const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
     const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
     int64_t done = lo - 1;
@@ -94,20 +113,25 @@ static void gf_band_gray(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
                 }
                 for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
             } else if (jn != jo) {
-                ga = g->guide + jn * w;
-                gb = g->guide + jo * w;
-                if (g->sc == 1) {
-                    sa = g->src + jn * w;
-                    sb = g->src + jo * w;
+                gf_rows_cached(g, s, jo, -1, s->gb, s->sb, &gb, &sb);
+                gf_rows_cached(g, s, jn, jo % R, s->ga, s->sa, &ga, &sa);
+                if (g->gc == 1) {
+                    /* Gray guide: quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
+                    gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
+                    for (int64_t k = 0; k < g->sc; k++)
+                        gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
+                                         sa + k * w, ga, sb + k * w, gb, w);
                 } else {
-                    sb = gf_src_cached(g, s, jo, -1, s->sb);
-                    sa = gf_src_cached(g, s, jn, jo % R, s->sa);
+                    for (int64_t q = 0; q < k1; q++) {
+                        const float *xa, *ya, *xb, *yb;
+                        gf_quantity(g, q, ga, sa, &xa, &ya);
+                        gf_quantity(g, q, gb, sb, &xb, &yb);
+                        if (ya)
+                            gf_prod_update_f(s->cf1 + q * P + r, xa, ya, xb, yb, w);
+                        else
+                            gf_lin_update_f(s->cf1 + q * P + r, xa, xb, w);
+                    }
                 }
-                /* Quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
-                gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
-                for (int64_t k = 0; k < g->sc; k++)
-                    gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
-                                     sa + k * w, ga, sb + k * w, gb, w);
                 for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
             } /* else: the same rows enter and leave, sum1 is unchanged */
             gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
