@@ -3,39 +3,73 @@
  * machinery. */
 
 /* --- float running sums --------------------------------------------------------------------- */
-/* Float running column sums, re-summed from scratch at every row that is a multiple of
- * GF_RESUM_ROWS (absolute rows, so the result does not depend on the bands).
+/* Float running column sums, replaced by a fresh sum at every step that is a multiple of
+ * gf_t.resum (GF_RESUM_ROWS, or the window height 2r + 1 when that is more; absolute rows, so the
+ * replacements fall on the same rows whatever the bands). The fresh sum of step M is accumulated
+ * alongside the updates of steps M - 2r .. M: each adds its entering row, and those 2r + 1 rows
+ * are the window of M (reflection included). That costs one more add per quantity in the update
+ * pass instead of a separate re-sum of 2r + 1 rows (1024^2, r = 8: 11% of the gray-guide time).
+ * A band's first step, and a replacement whose accumulation would begin at or before it, sum the
+ * window's rows from scratch instead.
  * Error bound: a fresh sum of the L = 2r+1 window rows carries at most (L - 1) u S, u = 2^-24,
  * S = sum of |terms| in that window (as the fresh double-then-float sum did, to one rounding).
  * Each update cs + (t_new - t_old) rounds twice: at most u (|t_new| + |t_old|) + u |cs'| <= 3 u S'
  * with S' the largest window |sum| seen since the re-sum. After k < K updates the drift is at
- * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); it cannot outlive
- * K rows, so a huge value that has left the window leaves no trace after the next re-sum (tests:
- * drift, re-sum boundary). K = 32: the re-sum adds L / K row sums per row; 16 cost 4% more time,
- * 64 saved nothing measurable (1024^2, r = 8). A colour guide's covariance inverse amplifies the
- * error by at most what it amplifies float32 rounding of the guide itself: measured against the
- * float64 reference, 1e-6 (256^2, r 3..20, eps 1e-4..1e-2, random, smooth and x100 guides; the
- * double sums gave half of that; the tests allow 1e-4). */
+ * most 3 K u S_max = 5.7e-6 S_max for K = 32 (random signs: about sqrt(K) u); with K = L, of the
+ * order of the fresh sum's own bound. It cannot outlive K rows, so a huge value that has left the
+ * window leaves no trace after the next replacement (tests: drift, re-sum boundary). K = 32: 16
+ * cost 4% more time, 64 saved nothing measurable (1024^2, r = 8, with the separate re-sum).
+ * A colour guide's covariance inverse amplifies the error by at most what it amplifies float32
+ * rounding of the guide itself: measured against the float64 reference, 1e-6 (256^2, r 3..20,
+ * eps 1e-4..1e-2, random, smooth and x100 guides; double sums gave half of that; the tests allow
+ * 1e-4). */
 #define GF_RESUM_ROWS 32
 
-static void gf_lin_update_f(float *restrict cs, const float *restrict xa, const float *restrict xb,
-                            int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
+/* cs += xa - xb; fs += xa when fs (the fresh sum being accumulated). */
+static void gf_lin_update_f(float *restrict cs, float *restrict fs, const float *restrict xa,
+                            const float *restrict xb, int64_t w) {
+    if (fs)
+        for (int64_t x = 0; x < w; x++) {
+            cs[x] += xa[x] - xb[x];
+            fs[x] += xa[x];
+        }
+    else
+        for (int64_t x = 0; x < w; x++) cs[x] += xa[x] - xb[x];
 }
 
-static void gf_prod_update_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
-                             const float *restrict xb, const float *restrict yb, int64_t w) {
-    for (int64_t x = 0; x < w; x++) cs[x] += xa[x] * ya[x] - xb[x] * yb[x];
+/* cs += xa * ya - xb * yb; fs += xa * ya when fs. */
+static void gf_prod_update_f(float *restrict cs, float *restrict fs, const float *restrict xa,
+                             const float *restrict ya, const float *restrict xb,
+                             const float *restrict yb, int64_t w) {
+    if (fs)
+        for (int64_t x = 0; x < w; x++) {
+            const float a = xa[x] * ya[x];
+            cs[x] += a - xb[x] * yb[x];
+            fs[x] += a;
+        }
+    else
+        for (int64_t x = 0; x < w; x++) cs[x] += xa[x] * ya[x] - xb[x] * yb[x];
 }
 
-/* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities. */
-static void gf_pair_update_f(float *restrict c1, float *restrict c2, const float *xa,
-                             const float *ya, const float *xb, const float *yb, int64_t w) {
-    for (int64_t x = 0; x < w; x++) {
-        const float a = xa[x], b = xb[x];
-        c1[x] += a - b;
-        c2[x] += a * ya[x] - b * yb[x];
-    }
+/* c1 += xa - xb, c2 += xa * ya - xb * yb: one pass over the input rows for two quantities;
+ * f1 += xa, f2 += xa * ya when f1 (f2 then too). */
+static void gf_pair_update_f(float *restrict c1, float *restrict c2, float *restrict f1,
+                             float *restrict f2, const float *xa, const float *ya, const float *xb,
+                             const float *yb, int64_t w) {
+    if (f1)
+        for (int64_t x = 0; x < w; x++) {
+            const float a = xa[x], b = xb[x], ay = a * ya[x];
+            c1[x] += a - b;
+            c2[x] += ay - b * yb[x];
+            f1[x] += a;
+            f2[x] += ay;
+        }
+    else
+        for (int64_t x = 0; x < w; x++) {
+            const float a = xa[x], b = xb[x];
+            c1[x] += a - b;
+            c2[x] += a * ya[x] - b * yb[x];
+        }
 }
 
 static void gf_accum_f(float *restrict cs, const float *restrict xa, const float *restrict ya,
@@ -88,6 +122,31 @@ static void gf_rows_cached(const gf_t *g, gf_scratch *s, int64_t j, int64_t avoi
     s->stag[slot] = j;
 }
 
+/* Where step m (of a band whose first step is lo) stands in the replacement schedule: returns 1
+ * when m adds its entering row to the fresh sums, with *first when it is the first such step (the
+ * fresh sums start at 0) and *replace when it is the replacement step. */
+static int gf_fresh_step(const gf_t *g, int64_t m, int64_t lo, int *first, int *replace) {
+    const int64_t K = g->resum, M = (m + K - 1) / K * K, start = M - 2 * g->r;
+    *first = m == start;
+    *replace = m == M;
+    return start > lo && m >= start;
+}
+
+/* Step m of one running sum over nq padded rows cs (fresh sums fs): kind of work to do. */
+enum { GF_FULL, GF_UPDATE, GF_KEEP };
+
+static int gf_step_kind(const gf_t *g, int64_t m, int64_t lo, int64_t jn, int64_t jo, int acc,
+                        int replace) {
+    if (m == lo || (m % g->resum == 0 && !acc)) return GF_FULL;
+    return jn != jo || replace ? GF_UPDATE : GF_KEEP;
+}
+
+static void gf_swap(float **a, float **b) {
+    float *t = *a;
+    *a = *b;
+    *b = t;
+}
+
 static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) {
     const int64_t w = g->w, h = g->h, r = g->r, k1 = g->k1, k2 = g->k2, R = g->ring;
     const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
@@ -99,7 +158,10 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
         while (done < need) {
             const int64_t m = ++done;
             const int64_t jn = gf_reflect(m + r, h), jo = gf_reflect(m - r - 1, h);
-            if (m == lo || m % GF_RESUM_ROWS == 0) {
+            int first, replace;
+            const int acc = gf_fresh_step(g, m, lo, &first, &replace);
+            const int kind = gf_step_kind(g, m, lo, jn, jo, acc, replace);
+            if (kind == GF_FULL) {
                 gf_window_counts(m, r, h, s->cnt);
                 memset(s->cf1, 0, (size_t)(k1 * P) * sizeof(float));
                 for (int64_t j = 0; j < h; j++) {
@@ -111,33 +173,54 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
                         gf_accum_f(s->cf1 + q * P + r, xa, ya, (float)s->cnt[j], w);
                     }
                 }
-                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
-            } else if (jn != jo) {
-                gf_rows_cached(g, s, jo, -1, s->gb, s->sb, &gb, &sb);
-                gf_rows_cached(g, s, jn, jo % R, s->ga, s->sa, &ga, &sa);
-                if (g->gc == 1) {
-                    /* Gray guide: quantities in pairs (x, x*y) that share their input rows: one pass reads them. */
-                    gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, ga, ga, gb, gb, w);
-                    for (int64_t k = 0; k < g->sc; k++)
-                        gf_pair_update_f(s->cf1 + (2 + k) * P + r, s->cf1 + (2 + g->sc + k) * P + r,
-                                         sa + k * w, ga, sb + k * w, gb, w);
-                } else {
+            } else {
+                float *fs = acc ? s->nf1 : NULL;
+                if (first) memset(fs, 0, (size_t)(k1 * P) * sizeof(float));
+                if (jn != jo && !replace) {
+                    gf_rows_cached(g, s, jo, -1, s->gb, s->sb, &gb, &sb);
+                    gf_rows_cached(g, s, jn, jo % R, s->ga, s->sa, &ga, &sa);
+                    if (g->gc == 1) {
+                        /* Gray guide: quantities in pairs (x, x*y) that share their input rows:
+                         * one pass reads them. */
+                        gf_pair_update_f(s->cf1 + r, s->cf1 + P + r, fs ? fs + r : NULL,
+                                         fs ? fs + P + r : NULL, ga, ga, gb, gb, w);
+                        for (int64_t k = 0; k < g->sc; k++) {
+                            const int64_t q = 2 + k, qp = 2 + g->sc + k;
+                            gf_pair_update_f(s->cf1 + q * P + r, s->cf1 + qp * P + r,
+                                             fs ? fs + q * P + r : NULL, fs ? fs + qp * P + r : NULL,
+                                             sa + k * w, ga, sb + k * w, gb, w);
+                        }
+                    } else {
+                        for (int64_t q = 0; q < k1; q++) {
+                            const float *xa, *ya, *xb, *yb;
+                            gf_quantity(g, q, ga, sa, &xa, &ya);
+                            gf_quantity(g, q, gb, sb, &xb, &yb);
+                            float *fq = fs ? fs + q * P + r : NULL;
+                            if (ya)
+                                gf_prod_update_f(s->cf1 + q * P + r, fq, xa, ya, xb, yb, w);
+                            else
+                                gf_lin_update_f(s->cf1 + q * P + r, fq, xa, xb, w);
+                        }
+                    }
+                } else if (acc) { /* the running sums are replaced or unchanged: only the add */
+                    gf_rows_cached(g, s, jn, -1, s->ga, s->sa, &ga, &sa);
                     for (int64_t q = 0; q < k1; q++) {
-                        const float *xa, *ya, *xb, *yb;
+                        const float *xa, *ya;
                         gf_quantity(g, q, ga, sa, &xa, &ya);
-                        gf_quantity(g, q, gb, sb, &xb, &yb);
-                        if (ya)
-                            gf_prod_update_f(s->cf1 + q * P + r, xa, ya, xb, yb, w);
-                        else
-                            gf_lin_update_f(s->cf1 + q * P + r, xa, xb, w);
+                        gf_accum_f(fs + q * P + r, xa, ya, 1.0f, w);
                     }
                 }
+                if (replace) gf_swap(&s->cf1, &s->nf1);
+            }
+            if (kind != GF_KEEP) /* GF_KEEP: the same rows enter and leave, sum1 is unchanged */
                 for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
-            } /* else: the same rows enter and leave, sum1 is unchanged */
             gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
         }
         const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
-        if (y == y0 || y % GF_RESUM_ROWS == 0) {
+        int first, replace;
+        const int acc = gf_fresh_step(g, y, y0, &first, &replace);
+        const int kind = gf_step_kind(g, y, y0, jn, jo, acc, replace);
+        if (kind == GF_FULL) {
             gf_window_counts(y, r, h, s->cnt);
             memset(s->cf2, 0, (size_t)(k2 * P) * sizeof(float));
             for (int64_t j = 0; j < h; j++) {
@@ -146,14 +229,21 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
                 for (int64_t q = 0; q < k2; q++)
                     gf_accum_f(s->cf2 + q * P + r, slot + q * w, NULL, (float)s->cnt[j], w);
             }
-            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
-        } else if (jn != jo) {
+        } else {
+            float *fs = acc ? s->nf2 : NULL;
+            if (first) memset(fs, 0, (size_t)(k2 * P) * sizeof(float));
             const float *na = s->ringbuf + (jn % R) * k2 * w, *ol = s->ringbuf + (jo % R) * k2 * w;
             for (int64_t q = 0; q < k2; q++) {
-                gf_lin_update_f(s->cf2 + q * P + r, na + q * w, ol + q * w, w);
-                gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+                if (jn != jo && !replace)
+                    gf_lin_update_f(s->cf2 + q * P + r, fs ? fs + q * P + r : NULL, na + q * w,
+                                    ol + q * w, w);
+                else if (acc)
+                    gf_accum_f(fs + q * P + r, na + q * w, NULL, 1.0f, w);
             }
+            if (replace) gf_swap(&s->cf2, &s->nf2);
         }
+        if (kind != GF_KEEP)
+            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
         gf_output(g, s, y);
     }
 }

@@ -52,6 +52,7 @@ typedef struct {
      * + hfull * (2 * sum of the row) */
     int64_t hlen, hstart, hfull;
     int64_t pad_len;  /* floats of one padded row: w + hlen - 1 */
+    int64_t resum;    /* float band: running sums replaced by fresh ones every this many rows */
     int fast;         /* window narrower than two periods: gf_band_float */
 } gf_t;
 
@@ -64,6 +65,7 @@ typedef struct {
     float *oq;                   /* planar output row: sc * w */
     float *ringbuf;              /* ring * k2 * w */
     float *cf1, *cf2;            /* float band: running sums, k1 (k2) padded rows of pad_len */
+    float *nf1, *nf2;            /* float band: the fresh sums that replace them, same shape */
     float *srows;                /* float band: ring planar guide (gc > 1) and src (sc > 1) rows */
     int64_t *stag;               /* image row held by each srows slot (-1: none) */
     int64_t *cnt;                /* h row multiplicities of one window */
@@ -386,6 +388,7 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
         gf_round((size_t)g->ring * k2 * w * fs),                             /* ring */
         gf_round((size_t)g->h * sizeof(int64_t)),                            /* cnt */
         gf_round(g->fast ? k1 * plen * fs : 0), gf_round(g->fast ? k2 * plen * fs : 0), /* cf1, cf2 */
+        gf_round(g->fast ? k1 * plen * fs : 0), gf_round(g->fast ? k2 * plen * fs : 0), /* nf1, nf2 */
         gf_round(g->fast ? (size_t)(g->ring * ((g->gc > 1 ? g->gc : 0) + (g->sc > 1 ? g->sc : 0)))
                                * w * fs : 0),                                           /* srows */
         gf_round((size_t)g->ring * sizeof(int64_t)),                             /* stag */
@@ -399,7 +402,8 @@ static int gf_scratch_alloc(const gf_t *g, gf_scratch *s) {
                     (void **)&s->pad, (void **)&s->s4, (void **)&s->s16, (void **)&s->ga,
                     (void **)&s->gb, (void **)&s->sa, (void **)&s->sb, (void **)&s->inv,
                     (void **)&s->oq, (void **)&s->ringbuf, (void **)&s->cnt,
-                    (void **)&s->cf1, (void **)&s->cf2, (void **)&s->srows, (void **)&s->stag};
+                    (void **)&s->cf1, (void **)&s->cf2, (void **)&s->nf1, (void **)&s->nf2,
+                    (void **)&s->srows, (void **)&s->stag};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *dst[i] = p;
         p += sizes[i];
@@ -425,6 +429,7 @@ int A2R_KERNEL(a2r_guided_filter)(const float *guide, int64_t gc, const float *s
     }
     g.pad_len = w + A2R_MAX(g.hlen, 1) - 1;
     g.fast = g.hfull == 0;
+    g.resum = A2R_MAX(GF_RESUM_ROWS, 2 * r + 1);
 
     /* Bands: one per thread, when the image is worth it; each band costs r extra stage-1 rows
      * per side, so a band is never thinner than that. */
