@@ -80,8 +80,8 @@ static void gf_accum_f(float *restrict cs, const float *restrict xa, const float
         for (int64_t x = 0; x < w; x++) cs[x] += wt * xa[x];
 }
 
-/* Reflected margins of a padded row (interior at offset r), then its horizontal window sums. */
-static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, gf_scratch *s) {
+/* Reflected margins of a padded row (interior at offset r). */
+static void gf_margins_f(const gf_t *g, float *restrict row) {
     const int64_t w = g->w, r = g->r;
     float *restrict c = row + r;
     if (r <= w) {
@@ -95,7 +95,69 @@ static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, g
             c[w + j] = c[gf_reflect(w + j, w)];
         }
     }
-    gf_window_sums(row, w, g->hlen, out, s->s4, s->s16);
+}
+
+/* Reflected margins of a padded row, then its horizontal window sums. */
+static void gf_hbox_f(const gf_t *g, float *restrict row, float *restrict out, gf_scratch *s) {
+    gf_margins_f(g, row);
+    gf_window_sums(row, g->w, g->hlen, out, s->s4, s->s16);
+}
+
+/* --- gray guide and src, windows of at most 5 terms (gf_t.fused) ---------------------------- */
+/* The last horizontal pass (the sum of the window's terms) is done inside its consumer, the a, b
+ * pass of stage 1 and the output pass of stage 2: the window sums are never stored and read back
+ * (6 rows of stores and loads per image row). Bit-identical to the unfused passes. */
+
+/* Margins and block sums of padded row `row` (quantity q's buffers); t: its 5 terms. */
+static void gf_terms_f(const gf_t *g, gf_scratch *s, float *row, int64_t q, const float *t[5]) {
+    float *s4 = s->blocks + 2 * q * g->pad_len, *s16 = s4 + g->pad_len;
+    const float *all[10];
+    gf_margins_f(g, row);
+    gf_window_blocks(row, g->w, g->hlen, s4, s16);
+    const int nt = gf_window_terms(g->hlen, row, s4, s16, all);
+    for (int k = 0; k < 5; k++) t[k] = k < nt ? all[k] : s->zero;
+}
+
+#define GF_TERMS5(v, t)                                                                          \
+    const float *restrict v##0 = (t)[0], *restrict v##1 = (t)[1], *restrict v##2 = (t)[2],       \
+                *restrict v##3 = (t)[3], *restrict v##4 = (t)[4]
+#define GF_SUM5(v, x) (((v##0[x] + v##1[x]) + (v##2[x] + v##3[x])) + v##4[x])
+
+/* a, b of one row into slot (planes a, b) from the terms of I, I*I, p, I*p. */
+GF_HPASS static void gf_coefficients_fused(const gf_t *g, const float *const t[4][5],
+                                           float *slot) {
+    const int64_t w = g->w;
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1))), eps = g->eps;
+    GF_TERMS5(i, t[0]);
+    GF_TERMS5(ii, t[1]);
+    GF_TERMS5(p, t[2]);
+    GF_TERMS5(ip, t[3]);
+    float *restrict a = slot, *restrict b = slot + w;
+    #pragma GCC ivdep
+    for (int64_t x = 0; x < w; x++)
+        gf_gray_ab(GF_SUM5(i, x), GF_SUM5(ii, x), GF_SUM5(p, x), GF_SUM5(ip, x), ia, eps, a + x,
+                   b + x);
+}
+
+/* Output row y from the terms of a and b (and the detail blend, as gf_output). */
+GF_HPASS static void gf_output_fused(const gf_t *g, int64_t y, const float *const t[2][5]) {
+    const int64_t w = g->w;
+    const float ia = (float)(1.0 / ((double)(2 * g->r + 1) * (double)(2 * g->r + 1)));
+    GF_TERMS5(a, t[0]);
+    GF_TERMS5(b, t[1]);
+    const float *restrict I = g->guide + y * w;
+    float *restrict o = g->out + y * w;
+    if (g->detail == 0.0f) {
+        #pragma GCC ivdep
+        for (int64_t x = 0; x < w; x++) o[x] = (GF_SUM5(a, x) * I[x] + GF_SUM5(b, x)) * ia;
+    } else {
+        const float d = g->detail, *restrict p = g->src + y * w;
+        #pragma GCC ivdep
+        for (int64_t x = 0; x < w; x++) {
+            const float q = (GF_SUM5(a, x) * I[x] + GF_SUM5(b, x)) * ia;
+            o[x] = q + d * (p[x] - q);
+        }
+    }
 }
 
 /* Planar guide and src rows of image row j (pointers into the input for one channel), the
@@ -152,6 +214,7 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
     const int64_t P = g->pad_len, lo = y0 - r > 0 ? y0 - r : 0, hi = A2R_MIN(h - 1, y1 - 1 + r);
     int64_t done = lo - 1;
     const float *ga, *sa, *gb, *sb;
+    const float *t1[4][5], *t2[2][5]; /* g->fused: terms of the stage-1 and stage-2 window sums */
     for (int64_t i = 0; i < R; i++) s->stag[i] = -1;
     for (int64_t y = y0; y < y1; y++) {
         const int64_t need = A2R_MIN(hi, y + r);
@@ -212,9 +275,18 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
                 }
                 if (replace) gf_swap(&s->cf1, &s->nf1);
             }
-            if (kind != GF_KEEP) /* GF_KEEP: the same rows enter and leave, sum1 is unchanged */
-                for (int64_t q = 0; q < k1; q++) gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
-            gf_coefficients(g, s, s->ringbuf + (m % R) * k2 * w);
+            /* GF_KEEP: the same rows enter and leave, the window sums (terms) are unchanged */
+            float *slot = s->ringbuf + (m % R) * k2 * w;
+            if (g->fused) {
+                if (kind != GF_KEEP)
+                    for (int64_t q = 0; q < k1; q++) gf_terms_f(g, s, s->cf1 + q * P, q, t1[q]);
+                gf_coefficients_fused(g, (const float *const(*)[5])t1, slot);
+            } else {
+                if (kind != GF_KEEP)
+                    for (int64_t q = 0; q < k1; q++)
+                        gf_hbox_f(g, s->cf1 + q * P, s->sum1 + q * w, s);
+                gf_coefficients(g, s, slot);
+            }
         }
         const int64_t jn = gf_reflect(y + r, h), jo = gf_reflect(y - r - 1, h);
         int first, replace;
@@ -242,8 +314,14 @@ static void gf_band_float(const gf_t *g, gf_scratch *s, int64_t y0, int64_t y1) 
             }
             if (replace) gf_swap(&s->cf2, &s->nf2);
         }
-        if (kind != GF_KEEP)
-            for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
-        gf_output(g, s, y);
+        if (g->fused) {
+            if (kind != GF_KEEP)
+                for (int64_t q = 0; q < k2; q++) gf_terms_f(g, s, s->cf2 + q * P, k1 + q, t2[q]);
+            gf_output_fused(g, y, (const float *const(*)[5])t2);
+        } else {
+            if (kind != GF_KEEP)
+                for (int64_t q = 0; q < k2; q++) gf_hbox_f(g, s->cf2 + q * P, s->sum2 + q * w, s);
+            gf_output(g, s, y);
+        }
     }
 }
