@@ -202,7 +202,7 @@ class Engine:
     def _prepare(self, img, tile, stats, cache_key=None) -> Slot:
         """A slot holding ``img`` prepared; a picture to be tiled is converted whole here
         (``slot.done``), as is one whose GPU stage failed (the memory probe runs the network)."""
-        hp, wp = padded_size(*img.shape[:2], self.model.stride)
+        hp, wp = padded_size(*img.shape[:2], self.model.stride, self.model.border_margin)
         try:
             size = self.tile_size_for(hp, wp, tile)
             if size is None:

@@ -18,8 +18,8 @@ import numpy as np
 from .runtime import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
 from . import _kernels, _settings
 
-__all__ = ["preprocess", "postprocess", "channel_stats", "adain", "silu", "pixel_shuffle",
-           "im2col", "conv2d", "Conv2d", "guided_filter"]
+__all__ = ["preprocess", "postprocess", "channel_stats", "adain", "adalin", "silu",
+           "pixel_shuffle", "im2col", "conv2d", "Conv2d", "guided_filter"]
 
 # Fusable activations -> their A2R_ACT_* codes (cpu_ops/include/a2r_kernels.h; the CUDA library's
 # a2r_cuda.h takes the same codes), shared by conv2d, adain, the executor and runtime/cuda.py.
@@ -232,6 +232,29 @@ def adain(x, style_mean, style_std, eps=1e-5, content_stats=None, out=None):
     out = _out(out, x.shape, np.float32, x, inplace_ok=True)
     _kernels.adain(x.reshape(-1), n * c, h * w, sm, ss, cm, cs, eps, ACT_CODES[None], 0.0,
                    out.reshape(-1))
+    return out
+
+
+def adalin(x, in_weight, ln_weight, gamma, beta, in_eps=1e-5, ln_eps=1e-5, out=None):
+    """U-GAT-IT's adaptive layer-instance normalisation (AdaLIN, ILN) of float32 (N, C, H, W):
+
+    ``y = (in_weight * (x - mu_nc) / sqrt(var_nc + in_eps)
+    + ln_weight * (x - mu_n) / sqrt(var_n + ln_eps)) * gamma + beta``
+
+    with the instance statistics (mu_nc, var_nc) over H, W and the layer ones (mu_n, var_n) over
+    C, H, W (biased variances). in_weight, ln_weight: shape (C,) (rho and 1 - rho); gamma, beta:
+    (C,) or (N, C). Two passes over x. ``out`` may be ``x`` itself (in place).
+    """
+    x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
+    n, c, h, w = x.shape
+    in_eps = _real(in_eps, "in_eps", minimum=0.0, strict=True)
+    ln_eps = _real(ln_eps, "ln_eps", minimum=0.0, strict=True)
+    wi, wl = (_per_plane(v, name, 1, c) for v, name in ((in_weight, "in_weight"),
+                                                         (ln_weight, "ln_weight")))
+    g, b = _per_plane(gamma, "gamma", n, c), _per_plane(beta, "beta", n, c)
+    out = _out(out, x.shape, np.float32, x, inplace_ok=True)
+    _kernels.adalin(x.reshape(-1), n, c, h * w, wi, wl, g, b, in_eps, ln_eps, ACT_CODES[None],
+                    0.0, np.empty(2 * n * c), out.reshape(-1))
     return out
 
 

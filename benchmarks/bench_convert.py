@@ -65,3 +65,23 @@ def test_tiled_vs_untiled(benchmark, threads):
     compare(benchmark, lambda: eng.convert(img, tile=256), lambda: eng.convert(img),
             op="convert", case="a2r_lite 517x389 tile=256", threads=threads,
             peer_name="untiled", rounds=5)
+
+
+@pytest.mark.parametrize("side", [512, 1024])
+def test_border_margin_cost(benchmark, threads, tmp_path, side):
+    """The bundled package mirrors its border_margin (16 px) onto every side before the network
+    (picture/forward.py pad_to_stride); its peer is the same package with border_margin 0: the
+    ratio is the margin's price (its extra pixels: +12.9 % at 512^2, +6.3 % at 1024^2)."""
+    import json
+    import shutil
+
+    no_margin = tmp_path / "no_margin"
+    shutil.copytree(MODEL, no_margin)
+    manifest = json.loads((no_margin / "manifest.json").read_text())
+    assert manifest.pop("border_margin", 0) > 0
+    (no_margin / "manifest.json").write_text(json.dumps(manifest))
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (side, side), interpolation=cv2.INTER_CUBIC)
+    ours, peer = Engine(cache_mb=0), Engine(str(no_margin), cache_mb=0)
+    compare(benchmark, lambda: ours.convert(img), lambda: peer.convert(img), op="convert",
+            case=f"a2r_lite {side}^2 border_margin 16", threads=threads,
+            peer_name="same, border_margin 0", rounds=11)

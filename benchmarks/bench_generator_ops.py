@@ -1,6 +1,10 @@
 """The new heavy ops of issue 19 beside onnxruntime, one op per graph, at generator sizes:
-ConvTranspose k3 s2 (pix2pix/CycleGAN upsampling), reflect Pad + 7x7 Conv (CycleGAN head),
-depthwise 3x3 Conv, MaxPool 3x3 s2, BatchNormalization, Resize linear x2.
+ConvTranspose k3 s2 (pix2pix/CycleGAN upsampling), reflect Pad alone (the native pad2d kernel)
+and reflect Pad + 7x7 Conv (CycleGAN head), depthwise 3x3 Conv, MaxPool 3x3 s2,
+BatchNormalization, Resize linear x2, and U-GAT-IT's decomposed ILN (two normalisations, the rho
+mix, gamma, beta, Relu: one AdaLIN step natively). A one-op graph's time includes run()'s copy
+of the input into the plan's arena (onnxruntime reads it in place): for the memory-bound ops
+(Pad, MaxPool, BatchNormalization) that copy is a visible share.
 
     python -m pytest benchmarks/bench_generator_ops.py -k "1thr" --benchmark-disable-gc
 """
@@ -23,9 +27,12 @@ def upsample(b, c):
     return conv_transpose(b, "x", c, c // 2, 3, 2, 1, op=1)
 
 
+def reflect_pad(b, c):
+    return b.node("Pad", ["x", _ints(b, [0, 0, 3, 3, 0, 0, 3, 3])], mode="reflect")
+
+
 def reflect_head(b, c):
-    y = b.node("Pad", ["x", _ints(b, [0, 0, 3, 3, 0, 0, 3, 3])], mode="reflect")
-    return b.conv(y, c, c, k=7, pad=0)
+    return b.conv(reflect_pad(b, c), c, c, k=7, pad=0)
 
 
 def depthwise(b, c):
@@ -48,13 +55,29 @@ def resize_linear(b, c):
     return b.node("Resize", ["x", "", b.const([1, 1, 2, 2])], mode="linear")
 
 
+def iln(b, c):
+    """U-GAT-IT's ILN as exported (rho, gamma, beta constants), then its Relu."""
+    r = b.rng
+    h_w = ILN_SIZE * ILN_SIZE
+    rho = r.uniform(0, 0.5, (1, c, 1, 1))
+    y = b.node("Add", [b.node("Mul", [b.const(rho), b.decomposed_norm("x", [2, 3], count=h_w)]),
+                       b.node("Mul", [b.const(1 - rho),
+                                      b.decomposed_norm("x", [1, 2, 3], count=c * h_w)])])
+    y = b.node("Add", [b.node("Mul", [y, b.const(r.uniform(0.8, 1.2, (1, c, 1, 1)))]),
+                       b.const(r.uniform(-0.1, 0.1, (1, c, 1, 1)))])
+    return b.node("Relu", [y])
+
+
+ILN_SIZE = 128
 CASES = {  # name: (graph, channels, size)
     "ConvTranspose k3 s2 64->32": (upsample, 64, 128),
+    "reflect Pad 3 x64": (reflect_pad, 64, 256),
     "reflect Pad 3 + Conv 7x7 32->32": (reflect_head, 32, 256),
     "depthwise Conv 3x3 x64": (depthwise, 64, 128),
     "MaxPool 3x3 s2 x64": (maxpool, 64, 128),
     "BatchNormalization x64": (batchnorm, 64, 128),
     "Resize linear x2 x32": (resize_linear, 32, 128),
+    "ILN (AdaLIN) x64": (iln, 64, ILN_SIZE),
 }
 
 

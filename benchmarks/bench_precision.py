@@ -8,9 +8,18 @@
   - the bundled model's ONNX stages (the network) at precision="auto" against OpenVINO at its
     default precision (bf16 on such a CPU; goal >= 1.0x) and onnxruntime fp32 (goal >= 1.5x);
   - Engine.convert at precision="auto" against the straightforward pipeline on OpenVINO and on
-    onnxruntime (benchmarks/straightforward.py), 512x512 and 1080p.
+    onnxruntime (benchmarks/straightforward.py), 512x512 and 1080p;
+  - the generator families with ConvTranspose upsampling or many convs (tests/fixtures/
+    generators: CycleGAN, pix2pix, Real-CUGAN, RRDB) at 256^2, precision="auto" (chosen on
+    this input against its own fp32 output) against the same executor at fp32, OpenVINO at its
+    default precision and onnxruntime fp32;
+  - a MatMul by a constant weight around ops/matmul.py's low-precision threshold: the 1x1-conv
+    form at bf16/int8 against numpy's fp32 product (the same executor at fp32).
 Nothing is asserted on time; the summary prints the ratios and whether each goal was met.
+
+    python -m pytest benchmarks/bench_precision.py -k "generator and 1thr"
 """
+import warnings
 from pathlib import Path
 
 import cv2
@@ -19,8 +28,10 @@ import pytest
 
 from a2r_edge import Engine, _kernels, ops
 from a2r_edge.model import NativeExecutor
+from a2r_edge.model import precision as prec
 from a2r_edge.runtime import cpu, measure
 from conftest import compare
+from onnx import TensorProto, helper, numpy_helper
 from straightforward import converter, stage_runner
 
 MODEL = Path(__file__).resolve().parent.parent / "a2r_edge" / "models" / "a2r_lite"
@@ -122,3 +133,78 @@ def test_convert_auto(benchmark, threads, size, peer):
             case=f"{size[0]}x{size[1]} {chosen}", threads=threads,
             peer_name=f"numpy+cv2+{peer}", target=1.0 if peer == "openvino" else 1.5,
             rounds=5 if size[0] > 1000 else 9)
+
+
+GENERATORS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "generators"
+
+
+def generator_input(side: int) -> np.ndarray:
+    """The bundled sample at side x side, RGB in [-1, 1], as a generator's input."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (side, side), interpolation=cv2.INTER_AREA)
+    return np.ascontiguousarray((img[:, :, ::-1].transpose(2, 0, 1)[None] / 127.5 - 1)
+                                .astype(np.float32))
+
+
+@pytest.mark.parametrize("peer", ["fp32", "openvino", "onnxruntime"])
+@pytest.mark.parametrize("name", ["cyclegan_resnet", "pix2pix_unet", "realcugan_unet",
+                                  "rrdb_x4"])
+def test_generator_auto(benchmark, threads, name, peer):
+    """A generator at 256^2, precision="auto" (its choice in the case column), against the
+    same model on the native executor at fp32, OpenVINO's default precision or onnxruntime."""
+    path = str(GENERATORS / f"{name}.onnx")
+    x = generator_input(256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # nodes placed on onnxruntime
+        ex = NativeExecutor(path, precision="auto")
+        ours = ex.run(x).copy()
+        if peer == "fp32":
+            plain = NativeExecutor(path)
+            other = plain.run
+        else:
+            other = stage_runner(path, threads, peer)
+    theirs = other(x)
+    assert ours.shape == theirs.shape and prec.psnr(ours, theirs) >= 30   # the same model
+    fallback = ex.fp32_nodes
+    compare(benchmark, lambda: ex.run(x), lambda: other(x), op=name,
+            case=f"256^2 auto: {ex.choice['precision']}"
+                 + (f" ({len(fallback)} fp32)" if fallback else ""),
+            threads=threads, peer_name={"fp32": "native fp32", "openvino": "openvino default",
+                                        "onnxruntime": "onnxruntime fp32"}[peer],
+            target={"fp32": 1.3, "openvino": 1.0, "onnxruntime": 1.5}[peer], rounds=9)
+
+
+def matmul_model(rows: int, k: int, n: int) -> bytes:
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"], name="fc")], "g",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, rows, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows, n])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+@pytest.mark.parametrize("shape", [(1024, 64, 64), (64, 128, 128), (128, 128, 128),
+                                   (1024, 128, 128), (16, 256, 256), (32, 256, 256),
+                                   (256, 256, 256), (1024, 512, 512)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_matmul(benchmark, threads, shape, precision, monkeypatch):
+    """A MatMul (rows, K) @ (K, N) forced into the 1x1-conv form at precision (the thresholds
+    lowered to 0) against the same executor at fp32 (numpy's product): where the threshold
+    of ops/matmul.py comes from."""
+    from a2r_edge.model.ops import matmul
+    monkeypatch.setattr(matmul, "LOWP_MIN_ROWS", 0)
+    monkeypatch.setattr(matmul, "LOWP_MIN_INNER", 0)
+    monkeypatch.setattr(matmul, "LOWP_MIN_MACS", 0)
+    rows, k, n = shape
+    model = matmul_model(rows, k, n)
+    x = np.random.default_rng(1).standard_normal((1, rows, k)).astype(np.float32)
+    fp32, low = NativeExecutor(model), NativeExecutor(model)
+    low.set_precision(precision, {"fc": (float(x.min()), float(x.max()))})
+    want = fp32.run(x).copy()
+    assert prec.psnr(low.run(x), want) >= prec.GUARD_PSNR_DB["int8"]
+    compare(benchmark, lambda: low.run(x), lambda: fp32.run(x), op=f"matmul {precision}",
+            case=f"{rows}x{k} @ {k}x{n}", threads=threads, peer_name="numpy fp32",
+            flops=2 * rows * k * n, rounds=25)

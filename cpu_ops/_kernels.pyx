@@ -25,6 +25,10 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_adain(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                    const float *style_std, const float *content_mean, const float *content_std,
                    float eps, int activation, float alpha, float *y) noexcept
+    void a2r_adalin(const float *x, int64_t n, int64_t c, int64_t hw, const float *in_weight,
+                    const float *ln_weight, const float *gamma, const float *beta,
+                    float in_eps, float ln_eps, int activation, float alpha, double *moments,
+                    float *y) noexcept
     void a2r_silu(const float *x, float *y, int64_t n) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                            float *y) noexcept
@@ -121,6 +125,15 @@ def adain(const float[::1] x, int64_t nc, int64_t hw, const float[::1] style_mea
     with nogil:
         a2r_adain(&x[0], nc, hw, &style_mean[0], &style_std[0], cm, cs, eps, activation, alpha,
                   &y[0])
+
+
+def adalin(const float[::1] x, int64_t n, int64_t c, int64_t hw, const float[::1] in_weight,
+           const float[::1] ln_weight, const float[::1] gamma, const float[::1] beta,
+           float in_eps, float ln_eps, int activation, float alpha, double[::1] moments,
+           float[::1] y):
+    with nogil:
+        a2r_adalin(&x[0], n, c, hw, &in_weight[0], &ln_weight[0], &gamma[0], &beta[0], in_eps,
+                   ln_eps, activation, alpha, &moments[0], &y[0])
 
 
 def silu(const float[::1] x, float[::1] y):
@@ -297,6 +310,16 @@ def adain_at(size_t x, int64_t nc, int64_t hw, size_t style_mean, size_t style_s
         a2r_adain(<const float *>x, nc, hw, <const float *>style_mean,
                   <const float *>style_std, <const float *>content_mean,
                   <const float *>content_std, eps, activation, alpha, <float *>y)
+
+
+def adalin_at(size_t x, int64_t n, int64_t c, int64_t hw, size_t in_weight, size_t ln_weight,
+              size_t gamma, size_t beta, float in_eps, float ln_eps, int activation,
+              float alpha, size_t moments, size_t y):
+    """adalin with addresses (moments: float64 scratch)."""
+    with nogil:
+        a2r_adalin(<const float *>x, n, c, hw, <const float *>in_weight,
+                   <const float *>ln_weight, <const float *>gamma, <const float *>beta, in_eps,
+                   ln_eps, activation, alpha, <double *>moments, <float *>y)
 
 
 def conv2d_at(tuple shape, size_t x, size_t packed, size_t bias, size_t residual,

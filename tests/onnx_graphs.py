@@ -39,6 +39,20 @@ class Builder:
         return self.node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
                          pads=pads or [p, p, p, p], group=groups, dilations=[dilation, dilation])
 
+    def decomposed_norm(self, x, axes, eps=1e-5, count=None):
+        """(x - mean) / sqrt(var + eps) over ``axes`` as torch.onnx.export writes it: ReduceMean,
+        Sub, Pow, ReduceMean, Add, Sqrt, Div; count: the number of values normalised together,
+        for torch.var's unbiased n / (n - 1) (as a Mul and a Div by constants)."""
+        mean = self.node("ReduceMean", [x], axes=axes, keepdims=1)
+        d = self.node("Sub", [x, mean])
+        var = self.node("ReduceMean", [self.node("Pow", [d, self.const(2.0)])], axes=axes,
+                        keepdims=1)
+        if count is not None:
+            var = self.node("Div", [self.node("Mul", [var, self.const(float(count))]),
+                                    self.const(float(count - 1))])
+        return self.node("Div", [d, self.node("Sqrt", [self.node("Add", [var,
+                                                                         self.const(eps)])])])
+
     def model(self, y, opset=OPSET):
         out = helper.make_tensor_value_info(y, TensorProto.FLOAT, ["n", "c", "oh", "ow"])
         g = helper.make_graph(self.nodes, "g", [self.x], [out], self.inits)

@@ -2,6 +2,7 @@
 for byte, with the same failures and the same exit code; Ray stays optional (never imported
 without --ray; missing: one line naming the extra, exit 2). The tests marked ``ray`` need the
 [ray] extra and share one local Ray instance (started once per module: it takes seconds)."""
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -14,7 +15,10 @@ import pytest
 
 import a2r_edge
 from a2r_edge.__main__ import main
+from a2r_edge.apps import convert as convert_app
+from a2r_edge.apps.convert import Settings
 from model_packages import make_package
+from onnx_graphs import Builder
 
 PACKAGE_ROOT = str(Path(a2r_edge.__file__).resolve().parent.parent)
 
@@ -119,6 +123,22 @@ def test_style_side_by_side_and_resume_on_ray(tmp_path, model, ray_session, caps
 
 
 @pytest.mark.ray
+def test_every_convert_option_reaches_the_actors(tmp_path, model, ray_session, capsys):
+    """--strict, --precision, the pixel conventions of a plain ONNX --model and --background
+    (a BGRA picture written as .jpg) give the local run's bytes on Ray too."""
+    src = tmp_path / "in.png"
+    save(src, (15, 12, 4))
+    opts = ["--model", plain_onnx(tmp_path / "net.onnx"), "--strict", "--precision", "bf16",
+            "--input-range", "0,1", "--channel-order", "BGR", "--background", "#20a040"]
+    assert convert(capsys, src, "-o", tmp_path / "local.jpg", *opts)[0] == 0
+    assert convert(capsys, src, "-o", tmp_path / "ray.jpg", *opts, "--ray")[0] == 0
+    assert (tmp_path / "ray.jpg").read_bytes() == (tmp_path / "local.jpg").read_bytes()
+    assert convert(capsys, src, "-o", tmp_path / "plain.jpg", "--model", tmp_path / "net.onnx",
+                   "--ray")[0] == 0
+    assert (tmp_path / "plain.jpg").read_bytes() != (tmp_path / "local.jpg").read_bytes()
+
+
+@pytest.mark.ray
 @pytest.mark.parametrize("how", ["--ray ADDRESS", "RAY_ADDRESS"])
 def test_cli_joins_a_running_ray(tmp_path, model, ray_session, capsys, how):
     """Another process attaches with --ray ADDRESS in the middle of the options, or with a bare
@@ -219,7 +239,7 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
     batch["error"] = np.array(["", "", "failed.png: read before", ""], dtype=object)
     batch["skip"] = np.array([False, False, False, True])
     files, entry = distributed.model_files(model)
-    actor = distributed._Converter(files, entry, "auto", None, None, True)
+    actor = distributed._Converter(files, entry, Settings(model=None, side_by_side=True))
     got = actor(dict(batch))
     want = picture_io.finish(img, Engine(model).convert(img), out / "a.png", True)
     assert got["data"][0] == want  # same bytes as the local path's
@@ -247,7 +267,7 @@ def test_actor_converts_like_the_local_run_and_reports_per_picture(tmp_path, mod
     assert got["error"][1] == "" and len(got["data"][1]) > 0
 
     # A model no node can load: every picture says so, nothing raises.
-    broken = distributed._Converter({"manifest.json": b"{"}, "", "auto", None, None, False)
+    broken = distributed._Converter({"manifest.json": b"{"}, "", Settings(model=None))
     got = broken(dict(batch))
     assert "no Engine on" in got["error"][0] and "no Engine on" in got["error"][1]
     assert got["error"][2] == "failed.png: read before" and got["skip"][3]
@@ -261,3 +281,90 @@ def test_model_files_ship_a_package_or_a_plain_onnx_file(model):
     onnx_file = next(Path(model).glob("*.onnx"))
     assert distributed.model_files(str(onnx_file)) == ({onnx_file.name: onnx_file.read_bytes()},
                                                        onnx_file.name)
+
+
+# --- everywhere: one Settings for both converters ------------------------------------------------
+
+def parse_convert(*argv):
+    import argparse
+    parser = argparse.ArgumentParser()
+    convert_app.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["convert", *map(str, argv)])
+
+
+# convert options that decide which files are converted, where, and what is printed: the
+# driver's (convert.py), not the converters'; every other option must reach Settings
+DRIVER_OPTIONS = {"command", "inputs", "output", "overwrite", "recursive", "quiet", "ray"}
+# options read into one Settings field under another name
+FOLDED = {"input_range": "conventions", "mean": "conventions", "std": "conventions",
+          "channel_order": "conventions", "output_range": "conventions"}
+
+
+def plain_onnx(path):
+    """A plain image-to-image ONNX file (3x3 conv, tanh) that takes any size."""
+    import onnx
+    b = Builder(np.random.default_rng(5), 3)
+    onnx.save(b.model(b.node("Tanh", [b.conv("x", 3, 3)])), path)
+    return path
+
+
+def test_settings_hold_every_convert_option(tmp_path):
+    """convert.settings is the one reading of the flags, for the local run and the Ray actors:
+    every option of the parser is either the driver's or lands in Settings."""
+    onnx_file = plain_onnx(tmp_path / "net.onnx")
+    style = tmp_path / "style.png"
+    save(style, (8, 9, 3), seed=7)
+    args = parse_convert("in.png", "-o", tmp_path / "o.jpg", "--model", onnx_file,
+                         "--device", "cpu", "--precision", "bf16", "--strict", "--roi", "face",
+                         "--style", style, "--style-colour", "0.3", "--strength", "0.25",
+                         "--side-by-side", "--resume", "--background", "#102030",
+                         "--input-range", "0,1", "--channel-order", "BGR",
+                         "--output-range=-1,1")
+    opts = convert_app.settings(args)
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    for dest in vars(args):
+        assert dest in DRIVER_OPTIONS or FOLDED.get(dest, dest) in fields, dest
+    assert (opts.model, opts.device, opts.precision, opts.strict, opts.roi) == \
+        (str(onnx_file), "cpu", "bf16", True, "face")
+    assert (opts.style_colour, opts.strength, opts.side_by_side, opts.resume) == \
+        (0.3, 0.25, True, True)
+    assert opts.background == (0x30, 0x20, 0x10)   # OpenCV's b, g, r
+    assert opts.style.shape == (8, 9, 3)
+    c = opts.conventions
+    assert (c.mean, c.std, c.channel_order, c.out_mean) == ((0.0,) * 3, (1.0,) * 3, "BGR",
+                                                           (0.5,) * 3)
+    assert convert_app.settings(parse_convert("in.png", "-o", "o.png")).conventions is None
+
+
+@pytest.mark.parametrize("kind", ["plain_onnx", "package"])
+def test_actor_honours_the_settings_like_the_local_run(tmp_path, model, kind):
+    """The Ray actor (as a plain object) builds its Engine and writes its bytes from the same
+    Settings as the local converter: strict, precision, the pixel conventions of a plain ONNX
+    file, strength, the style and the background of a BGRA picture written as .jpg give the
+    local run's bytes, which differ from the defaults' (so the flags really acted)."""
+    from a2r_edge.apps import distributed
+    src, dst, style = tmp_path / "in.png", tmp_path / "out.jpg", tmp_path / "style.png"
+    save(src, (20, 18, 4), seed=3)   # BGRA: the .jpg output needs the background
+    save(style, (12, 12, 3), seed=4)
+    common = ["--strict", "--precision", "bf16", "--background", "#ff8000"]
+    if kind == "plain_onnx":
+        model = plain_onnx(tmp_path / "net.onnx")
+        flags = common + ["--input-range", "0,1", "--channel-order", "BGR"]
+    else:
+        flags = common + ["--strength", "0.5", "--style", style, "--style-colour", "0.7"]
+    outputs = {}
+    for name, extra in (("default", []), ("flags", flags)):
+        opts = convert_app.settings(parse_convert(src, "-o", dst, "--model", model, *extra))
+        (_, local, error), = convert_app.convert_here(opts, [src], [dst], quiet=True)
+        assert error is None
+        files, entry = distributed.model_files(opts.model)
+        actor = distributed._Converter(files, entry, opts)
+        assert actor.broken is None and actor.engine.strict == (name == "flags")
+        batch = {"index": np.array([0]), "src": np.array([str(src)], dtype=object),
+                 "dst": np.array([str(dst)], dtype=object),
+                 "data": np.array([src.read_bytes()], dtype=object),
+                 "error": np.array([""], dtype=object), "skip": np.array([False])}
+        got = actor(batch)
+        assert got["error"][0] == "" and got["data"][0] == local, name
+        outputs[name] = local
+    assert outputs["flags"] != outputs["default"]

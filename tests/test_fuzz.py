@@ -104,6 +104,8 @@ def test_ops_never_crash_and_agree_with_the_reference(a):
               lambda: ref.channel_stats(huge), dict(rtol=1e-4, atol=3e37 * 1e-5))
     c = c_of(a)
     check("adain", lambda: ops.adain(a, np.zeros(c), np.ones(c)), None)
+    check("adalin", lambda: ops.adalin(a, np.full(c, 0.5), np.full(c, 0.5), np.ones(c),
+                                       np.zeros(c)), None)
     check("silu", lambda: ops.silu(a), lambda: ref.silu(native(a)))
     check("pixel_shuffle", lambda: ops.pixel_shuffle(a, 1), lambda: ref.pixel_shuffle(native(a), 1))
     check("im2col", lambda: ops.im2col(a, 3, pad=1),
@@ -174,7 +176,8 @@ def test_huge_declared_sizes_are_refused_before_allocating(engine):
                                           (0, 0, 0, 0))
     for name, fn in [("silu", ops.silu), ("channel_stats", ops.channel_stats),
                      ("postprocess", ops.postprocess), ("adain", lambda x: ops.adain(
-                         x, np.zeros(3), np.ones(3)))]:
+                         x, np.zeros(3), np.ones(3))),
+                     ("adalin", lambda x: ops.adalin(x, *[np.ones(3)] * 4))]:
         with pytest.raises(MemoryError, match="more than this machine's"):
             fn(big)
         CASES[f"{name} huge view: refused"] += 1
@@ -314,12 +317,14 @@ CONVERT_WORDS = ["@in", "@one.png", "@bad.png", "@fifo.png", "@missing.png", "-o
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(CONVERT_WORDS), max_size=7))
-def test_convert_cli_arguments(engine, convert_files, words):
+def test_convert_cli_arguments(engine, convert_files, monkeypatch, words):
     """Any argument list: exit 0 or 2 with one-line errors, never a traceback or a hang (a FIFO
-    as input or --style is refused without being read)."""
+    as input or --style is refused without being read). Run inside the fixture's folder: a bare
+    word taken as -o ("-o #00ff00") writes there, not into the checkout."""
     import contextlib
     import io
     from a2r_edge.__main__ import main
+    monkeypatch.chdir(convert_files)
     model = str(engine.model.folder)
     argv = ["convert"] + [model if w == "@model" else str(convert_files / w[1:])
                           if w.startswith("@") else w for w in words]

@@ -33,7 +33,7 @@ def run_both(m, x):
 
 @pytest.mark.parametrize("name,field,expected", [
     ("pix2pix_unet", "batchnorm_into_conv", 4),     # ConvTranspose -> BatchNorm (eval)
-    ("ugatit_light", "norm_pattern", 12),           # 3 ILN/adaILN x (instance + layer) x 2
+    ("ugatit_light", "adalin_pattern", 6),          # 4 adaILN (2 blocks x 2) + 2 ILN
     ("animeganv2", "groupnorm_pattern", 21),        # every GroupNorm(1, C)
     ("animeganv2", "groupnorm_affine", 21),         # ... with its affine as one node
 ])
@@ -44,14 +44,29 @@ def test_rewrites_fire_on_exported_generators(name, field, expected):
     assert f"{field}={expected}" in p.describe()
 
 
-def test_decomposed_norms_run_as_native_instance_norms():
-    """U-GAT-IT: no ReduceMean, Sqrt or Div of the norms is left to onnxruntime."""
-    ex = NativeExecutor(os.path.join(FIXTURES, "ugatit_light.onnx"))
-    sp = plan(ex, (1, 3, 32, 32)).specialised
-    left = {pl.op for pl in sp.placements if pl.where == "onnxruntime"}
-    assert not left & {"ReduceMean", "Sqrt", "Div", "Sub"}, left
-    assert sum(pl.op == "InstanceNormalization" and pl.where == "native"
-               for pl in sp.placements) >= 12
+@pytest.mark.parametrize("name,sizes", [("ugatit_light", [(32, 40), (33, 27)]),
+                                        ("ugatit_full", [(24, 24)])])   # full: fixed 24^2
+def test_ugatit_adalin_runs_as_one_native_op(name, sizes):
+    """U-GAT-IT's AdaLIN/ILN (two decomposed norms, the rho mix, gamma, beta, the Relu after)
+    is one native AdaLIN step each: no ReduceMean, Sqrt, Div or Sub left, nothing on
+    onnxruntime, and every output equals onnxruntime's to 1e-4 at an even and an odd size."""
+    path = os.path.join(FIXTURES, name + ".onnx")
+    ex = NativeExecutor(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for h, w in sizes:
+        x = np.random.default_rng(h * w).uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+        p = plan(ex, x.shape)
+        left = {pl.op for pl in p.specialised.placements if pl.where != "folded"
+                and pl.where != "fused"}
+        assert not left & {"ReduceMean", "Sqrt", "Div", "Sub", "Pow"}, left
+        assert not p.specialised.foreign()
+        steps = [nd for nd in p.nodes if nd.op == "AdaLIN"]
+        assert len(steps) == 6
+        assert sum(nd.attrs.get("activation") == "relu" for nd in steps) == 4  # + their Relus
+        assert "AdaLIN" in p.describe() and "adalin_pattern=6" in p.describe()
+        got = ex.run_many({ex.input_names[0]: x})
+        for out, want in zip(ex.output_names, sess.run(None, {ex.input_names[0]: x})):
+            np.testing.assert_allclose(got[out], want, rtol=1e-4, atol=1e-4)
 
 
 def layernorm_model(pow_form: bool, axes, unbiased: float = 1.0):
@@ -139,3 +154,65 @@ def test_pad_and_slice_that_copy_everything_at_a_size_are_dropped():
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         want = sess.run(None, {ex.input_names[0]: x})[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.ptp(want)))
+
+
+# --- AdaLIN pattern variants ----------------------------------------------------------------------
+
+def adalin_model(variant: str = "adalin", seed: int = 11):
+    """U-GAT-IT's adaILN as torch.onnx.export writes it (unbiased variances: the n / (n - 1)
+    factor as Mul/Div by constants), after a Conv, with gamma and beta computed at run time from
+    the picture (GlobalAveragePool, as U-GAT-IT's FC does), then a Relu. Variants:
+      adalin       the pattern (matches)
+      iln          gamma and beta constants (ILN; matches)
+      mix_only     no gamma, no beta (matches)
+      eps_differ   the two norms with different eps (matches: the op has one eps per norm)
+      gamma_pixels gamma varies per pixel (the mix matches; its Mul and Add stay)
+      rho_runtime  rho computed from the picture (no match; both norms rewritten alone)
+      axes_differ  the 'layer' norm over (C, H) (no match; the instance norm rewritten alone)
+      shared       the instance norm also read elsewhere (no match)"""
+    rng = np.random.default_rng(seed)
+    c = 4
+    b = Builder(rng, 3)
+    x = b.conv("x", 3, c)
+    h_w = 7 * 6
+
+    inorm = b.decomposed_norm(x, [2, 3], 1e-5, h_w)
+    lnorm = b.decomposed_norm(x, [1, 2] if variant == "axes_differ" else [1, 2, 3],
+                              1e-3 if variant == "eps_differ" else 1e-5, c * h_w)
+    if variant == "rho_runtime":
+        rho = b.node("Sigmoid", [b.node("GlobalAveragePool", [x])])
+        one_minus = b.node("Sub", [b.const(np.ones((1, c, 1, 1))), rho])
+    else:
+        r = rng.uniform(0, 1, (1, c, 1, 1))
+        rho, one_minus = b.const(r), b.const(1 - r)
+    y = b.node("Add", [b.node("Mul", [rho, inorm]), b.node("Mul", [one_minus, lnorm])])
+    if variant == "iln":
+        y = b.node("Add", [b.node("Mul", [y, b.const(rng.uniform(0.5, 1.5, (1, c, 1, 1)))]),
+                           b.const(rng.standard_normal((1, c, 1, 1)))])
+    elif variant == "gamma_pixels":
+        y = b.node("Add", [b.node("Mul", [y, b.node("Sigmoid", [x])]),
+                           b.node("GlobalAveragePool", [x])])
+    elif variant != "mix_only":
+        pooled = b.node("GlobalAveragePool", [x])
+        gamma = b.conv(pooled, c, c, k=1)
+        beta = b.conv(pooled, c, c, k=1)
+        y = b.node("Add", [b.node("Mul", [y, gamma]), beta])
+    if variant == "shared":
+        y = b.node("Add", [y, inorm])
+    return b.model(b.node("Relu", [y]))
+
+
+@pytest.mark.parametrize("variant,adalin,norms", [
+    ("adalin", 1, 0), ("iln", 1, 0), ("mix_only", 1, 0), ("eps_differ", 1, 0),
+    ("gamma_pixels", 1, 0), ("rho_runtime", 0, 2), ("axes_differ", 0, 1), ("shared", 0, 2)])
+def test_adalin_variants_match_onnxruntime(variant, adalin, norms):
+    m = adalin_model(variant)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"   # batches too
+    # the model's n / (n - 1) is for 7 x 6 only; two samples: per-sample statistics and gamma
+    for shape in ((1, 3, 7, 6), (1, 3, 8, 5), (2, 3, 7, 6)):
+        x = (np.random.default_rng(12).standard_normal(shape) * 3 + 1).astype(np.float32)
+        ex, got, ref = run_both(m, x)
+        rw = plan(ex, x.shape).rewrites
+        assert (rw.adalin_pattern, rw.norm_pattern) == (adalin, norms)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        assert ("AdaLIN" in plan(ex, x.shape).describe()) == bool(adalin)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
+from a2r_edge.model import reference as ref
 from a2r_edge.model import whole_stats
 from a2r_edge.picture import tiling
-from a2r_edge.picture.forward import pad_to_stride, reflect_index
+from a2r_edge.picture.forward import pad_to_stride, padded_size, reflect_index
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "astronaut_toon.png"
@@ -19,19 +20,26 @@ SAMPLE = ROOT / "examples" / "astronaut_toon.png"
 
 @pytest.mark.parametrize("h,w", [(1, 1), (1, 6), (6, 1), (2, 3), (5, 7), (4, 8), (13, 2)])
 @pytest.mark.parametrize("channels", [None, 1, 3, 4])
-def test_pad_to_stride_is_reflect_and_repeats_a_1_pixel_side(h, w, channels):
+@pytest.mark.parametrize("margin", [0, 3, 8])
+def test_pad_to_stride_is_reflect_and_repeats_a_1_pixel_side(h, w, channels, margin):
+    """The margin on every side, then the stride's remainder at the bottom and right, mirrored
+    (also a margin longer than the picture's side), as the reference oracle pads."""
     rng = np.random.default_rng(h * 100 + w)
     shape = (h, w) if channels is None else (h, w, channels)
     img = rng.integers(0, 256, shape, dtype=np.uint8)
-    out = pad_to_stride(img, 4)
-    assert out.shape == (h + -h % 4, w + -w % 4, 3)
+    out = pad_to_stride(img, 4, margin)
+    hp, wp = h + 2 * margin + -(h + 2 * margin) % 4, w + 2 * margin + -(w + 2 * margin) % 4
+    assert out.shape == (hp, wp, 3) and padded_size(h, w, 4, margin) == (hp, wp)
     bgr = np.repeat(img.reshape(h, w, -1)[:, :, :1], 3, 2) if channels in (None, 1) \
         else img[:, :, :3]
     mode_h, mode_w = ("edge" if h == 1 else "reflect"), ("edge" if w == 1 else "reflect")
-    want = np.pad(bgr, ((0, -h % 4), (0, 0), (0, 0)), mode=mode_h)
-    want = np.pad(want, ((0, 0), (0, -w % 4), (0, 0)), mode=mode_w)
+    want = np.pad(bgr, ((margin, hp - h - margin), (0, 0), (0, 0)), mode=mode_h)
+    want = np.pad(want, ((0, 0), (margin, wp - w - margin), (0, 0)), mode=mode_w)
     np.testing.assert_array_equal(out, want)
+    chw = np.ascontiguousarray(bgr.transpose(2, 0, 1)[None])
+    np.testing.assert_array_equal(ref.pad_to(chw, 4, margin)[0].transpose(1, 2, 0), want)
     assert [reflect_index(i, 3) for i in range(8)] == [0, 1, 2, 1, 0, 1, 2, 1]
+    assert [reflect_index(i, 3) for i in range(-4, 0)] == [0, 1, 2, 1]
 
 
 @pytest.fixture(scope="module")

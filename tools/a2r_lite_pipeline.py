@@ -31,6 +31,9 @@ MEAN = np.float32(0.5)
 STD = np.float32(0.5)
 # Enhance defaults until tools/evaluate_a2r_lite.py --tune measures better ones; detail 1 = no-op.
 DEFAULT_ENHANCE = {"radius": 2, "eps": 1e-2, "detail": 1.0}
+# Picture mirrored onto every side before the network (manifest "border_margin"): the bright top
+# band of zero-padded edges is gone at 16 px (docs/a2r_lite_training.md, border measure).
+BORDER_MARGIN = 16
 DESCRIPTION = ("Small toon->photo CNN (encoder, AdaIN, decoder, guided-filter detail): removes "
                "line art and flattens posterised colour bands of anime-style pictures; it does "
                "not invent photographic texture (skin, hair, fabric)")
@@ -81,6 +84,7 @@ def write_manifest(folder, receptive_field=None, training=None, enhance=None, ve
         "scale": 1, "stride": 4,
         "receptive_field": int(receptive_field if receptive_field is not None
                                else old["receptive_field"]),
+        "border_margin": int(old.get("border_margin", BORDER_MARGIN)),
         "normalization": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
         "stages": [
             {"name": "encode", "kind": "onnx", "file": "encoder.onnx"},

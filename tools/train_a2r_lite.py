@@ -310,8 +310,8 @@ def fit_stats_map(smap, enc, pairs, ridge=STATS_RIDGE):
     xs, ys = [], []
     with torch.no_grad():
         for toon, photo in pairs:
-            t = torch.from_numpy(pipe.pad_to(pipe.to_unit(toon)[None], 4))
-            p = torch.from_numpy(pipe.pad_to(pipe.to_unit(photo)[None], 4))
+            t = torch.from_numpy(pipe.pad_to(pipe.to_unit(toon)[None], 4, pipe.BORDER_MARGIN))
+            p = torch.from_numpy(pipe.pad_to(pipe.to_unit(photo)[None], 4, pipe.BORDER_MARGIN))
             xs.append(log_stats(*channel_stats(enc(t))))
             ys.append(log_stats(*channel_stats(enc(p))))
         x = torch.cat([torch.cat(xs).double(), torch.ones(len(xs), 1, dtype=torch.float64)], 1)
@@ -745,7 +745,7 @@ def main():
         means, stds = [], []
         with torch.no_grad():
             for img in (originals[name] for name in photos):
-                p = pipe.pad_to(pipe.to_unit(img)[None], 4)
+                p = pipe.pad_to(pipe.to_unit(img)[None], 4, pipe.BORDER_MARGIN)
                 mm, ss = channel_stats(e(torch.from_numpy(p)))
                 means.append(mm.flatten().numpy())
                 stds.append(ss.flatten().numpy())

@@ -10,20 +10,28 @@ in one line and skipped; the exit code is then 2, and the summary lists every fa
 end. --resume skips outputs that already exist and are complete (decodable, expected size) and
 removes the temporary files a killed run left. Reading within limits: picture/io.py.
 
-This module owns the files (listing, naming, --resume, atomic writes, failure report); a
-converter only turns inputs into output bytes: ``convert_here`` (one Engine, this machine) or,
-with --ray, ``distributed.convert_on_ray`` (Engine actors on a Ray cluster, same bytes).
+This module owns the files (listing, naming, --resume, atomic writes, failure report) and reads
+the flags into ``Settings`` once (``settings``); a converter only turns inputs into output bytes
+with them: ``convert_here`` (one Engine, this machine) or, with --ray,
+``distributed.convert_on_ray`` (Engine actors on a Ray cluster, the same Settings, same bytes).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
                           loses_alpha, output_complete, read_bytes, read_picture, stale_temps,
                           write_bytes)
+
+if TYPE_CHECKING:  # loaded late (model/ pulls in the native kernels)
+    from ..model.conventions import Conventions
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 # model.precision.CHOICES, spelled out: importing it here would load the native kernels before
@@ -121,14 +129,13 @@ def _triple(text: str) -> tuple[float, float, float]:
     return values
 
 
-def model_with_conventions(args: argparse.Namespace):
-    """--model, or the plain ONNX file wrapped with the convention flags given."""
+def _conventions(args: argparse.Namespace):
+    """The pixel conventions the flags give a plain ONNX --model (None: no flag given)."""
     flags = {k: getattr(args, k, None) for k in ("input_range", "mean", "std", "channel_order",
                                                   "output_range")}
     if all(v is None for v in flags.values()):
-        return args.model
+        return None
     from ..model import conventions
-    from ..model import package as pkg
     if args.model is None or not Path(args.model).is_file():
         raise ValueError("--input-range, --mean/--std, --channel-order and --output-range "
                          "apply to a plain ONNX --model file (a package states them in its "
@@ -140,7 +147,62 @@ def model_with_conventions(args: argparse.Namespace):
     mean, std = flags["mean"] or (0.5,) * 3, flags["std"] or (0.5,) * 3
     if 0.0 in std:
         raise ValueError("--std must not contain 0")
-    return pkg.wrap_onnx(args.model, conventions.from_fields(fields, mean, std))
+    return conventions.from_fields(fields, mean, std)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything of the command line that decides an output's bytes, read once: how the Engine
+    is built (model, conventions, device, roi, strict, precision), how each picture is converted
+    (style, style_colour, strength) and written (side_by_side, background), and resume. The
+    local converter uses it here; convert --ray ships it to each actor as it is (plain values,
+    the style picture as an array), so both honour the same flags."""
+    model: str | None               # --model as given (None: the bundled model)
+    conventions: Conventions | None = None   # the pixel conventions of a plain ONNX file
+    device: str = "auto"
+    roi: str | None = None
+    strict: bool = False
+    precision: str = "fp32"
+    style: np.ndarray | None = None  # the reference photo, decoded
+    style_colour: float | None = None
+    strength: float | None = None
+    side_by_side: bool = False
+    background: tuple[int, int, int] | None = None
+    resume: bool = False
+
+    def package(self):
+        """The model package the Engine runs (conventions applied to a plain ONNX file)."""
+        from ..model import package as pkg
+        if self.conventions is None:
+            return pkg.resolve(self.model)
+        return pkg.wrap_onnx(self.model, self.conventions)
+
+    def engine(self):
+        from ..engine import Engine
+        return Engine(self.package(), device=self.device, roi=self.roi, strict=self.strict,
+                      precision=self.precision)
+
+    def convert(self, engine, img: np.ndarray) -> np.ndarray:
+        return engine.convert(img, style=self.style, style_colour=self.style_colour,
+                              strength=self.strength)
+
+    def convert_batch(self, engine, imgs: list) -> list:
+        return engine.convert_batch(imgs, style=self.style, style_colour=self.style_colour,
+                                    strength=self.strength)
+
+    def output_bytes(self, img: np.ndarray, out: np.ndarray, dst_path: Path) -> bytes:
+        return finish(img, out, dst_path, self.side_by_side, self.background)
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """The one place the convert flags become ``Settings`` (usage errors: ValueError)."""
+    check_style_options(args)
+    return Settings(model=args.model, conventions=_conventions(args), device=args.device,
+                    roi=args.roi, strict=args.strict, precision=args.precision,
+                    style=read_picture(Path(args.style)) if args.style else None,
+                    style_colour=args.style_colour, strength=args.strength,
+                    side_by_side=args.side_by_side,
+                    background=args.background, resume=args.resume)
 
 
 def unit_number(option: str) -> Callable[[str], float]:
@@ -284,21 +346,15 @@ def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path
     return files, targets, out_arg, found
 
 
-def convert_here(args: argparse.Namespace, files: list[Path],
-                 targets: list[Path]) -> Iterator[Result]:
+def convert_here(opts: Settings, files: list[Path], targets: list[Path],
+                 quiet: bool = False) -> Iterator[Result]:
     """This machine's converter: one Engine, the inputs in order. The Engine is built now (its
     errors are usage errors); the pictures are converted as the results are taken."""
-    from ..engine import Engine
-
-    engine = Engine(model_with_conventions(args), device=args.device, roi=args.roi,
-                    strict=args.strict, precision=args.precision)
-    style = read_picture(Path(args.style)) if args.style else None  # any layout the Engine takes
-
-    background = getattr(args, "background", None)
+    engine = opts.engine()
     said = set()
 
     def note(kind: str, text: str) -> None:  # each kind of note once per run
-        if kind not in said and not args.quiet:
+        if kind not in said and not quiet:
             said.add(kind)
             print(f"a2r_edge: note: {text}", file=sys.stderr)
 
@@ -310,16 +366,15 @@ def convert_here(args: argparse.Namespace, files: list[Path],
                 if is_16_bit(data):
                     note("16", f"{src_path} has 16 bits per channel: the model converts 8-bit "
                                f"pictures, so it is rounded to 8 bits and the output is 8-bit")
-                if loses_alpha(img, dst_path) and background is None:
+                if loses_alpha(img, dst_path) and opts.background is None:
                     note("alpha", f"{dst_path.suffix} has no transparency: transparent parts "
                                   f"are put on white (--background #rrggbb to choose)")
-                if args.resume and output_complete(dst_path, img.shape, engine.model.scale,
-                                                   args.side_by_side):
+                if opts.resume and output_complete(dst_path, img.shape, engine.model.scale,
+                                                   opts.side_by_side):
                     yield i, None, None
                     continue
-                out = engine.convert(img, style=style, style_colour=args.style_colour,
-                                     strength=args.strength)
-                yield i, finish(img, out, dst_path, args.side_by_side, background), None
+                out = opts.convert(engine, img)
+                yield i, opts.output_bytes(img, out, dst_path), None
             except CONVERT_ERRORS as exc:  # one bad picture never stops the others
                 yield i, None, failure(src_path, exc)
     return results()
@@ -361,15 +416,15 @@ def run(args: argparse.Namespace) -> int:
     if on_ray:
         from . import distributed
         distributed.require_ray()  # before any work: the one line saying what to install
-    check_style_options(args)
+    opts = settings(args)
     files, targets, shown, found = plan_outputs(args)
     errors = found.errors
     if found.skipped_note() and not args.quiet:
         print(f"a2r_edge: note: {found.skipped_note()}", file=sys.stderr)
     if on_ray:
-        results = distributed.convert_on_ray(args, files, targets)
+        results = distributed.convert_on_ray(opts, args.ray, files, targets)
     else:
-        results = convert_here(args, files, targets)
+        results = convert_here(opts, files, targets, args.quiet)
     for line in errors:
         print(f"a2r_edge: error: {line}", file=sys.stderr)
     return report(results, files, targets, shown, errors, args.quiet)

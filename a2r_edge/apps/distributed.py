@@ -12,14 +12,15 @@ moves bytes, and nothing else has to be shared between the machines:
 Why bytes back to the driver rather than actors writing: on other machines the output folder
 is usually not there (or is another disk with the same name); encoded pictures are small next
 to the work of converting them. The model is shipped the same way (its files, a few hundred KB
-for the bundled one), so every actor converts with exactly the driver's model.
+for the bundled one), so every actor converts with exactly the driver's model, and so are the
+run's ``convert.Settings`` (every flag the local run honours, read by the same code).
 Results match a local run byte for byte: the same Engine code, model, settings and encoder.
 The driver must be a node of the cluster (``--ray HOST:PORT`` or ``auto`` from any node): a Ray
 Client (``ray://``) driver has no node to read its own files on, and is refused.
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -98,24 +99,22 @@ def _read(batch: dict, resume: bool, scale, sbs: bool) -> dict:
 
 
 class _Converter:
-    """Ray Data actor: one Engine on its node; a batch of input bytes -> output bytes.
-    A picture that fails is a failure line in its row, never an exception (the job goes on);
-    an Engine that cannot be built on this node fails each picture sent here, saying why."""
+    """Ray Data actor: one Engine on its node, built from the driver's ``Settings``
+    (convert.settings) with the model files shipped to it; a batch of input bytes -> output
+    bytes. A picture that fails is a failure line in its row, never an exception (the job goes
+    on); an Engine that cannot be built on this node fails each picture sent here, saying why."""
 
-    def __init__(self, files: dict[str, bytes], entry: str, device: str, roi, style, sbs: bool,
-                 style_colour: float | None = None, precision: str = "fp32",
-                 strength: float | None = None):
-        from ..engine import Engine
-        self.style, self.style_colour, self.sbs, self.broken = style, style_colour, sbs, None
-        self.strength = strength
+    def __init__(self, files: dict[str, bytes], entry: str, opts):
+        self.broken = None
         # Kept for the actor's life: the Engine's result cache keys hash the model files.
         self._model_dir = tempfile.TemporaryDirectory(prefix="a2r_edge_model_")
         root = Path(self._model_dir.name)
         for name, content in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(content)
+        self.opts = dataclasses.replace(opts, model=str(root / entry))
         try:
-            self.engine = Engine(str(root / entry), device=device, roi=roi, precision=precision)
+            self.engine = self.opts.engine()
         except picture_io.CONVERT_ERRORS as exc:
             self.broken = f"no Engine on {socket.gethostname()}: {type(exc).__name__}: {exc}"
 
@@ -140,7 +139,7 @@ class _Converter:
             try:
                 if isinstance(out, BaseException):
                     raise out
-                data[r] = picture_io.finish(img, out, dst, self.sbs)
+                data[r] = self.opts.output_bytes(img, out, dst)
             except picture_io.CONVERT_ERRORS as exc:
                 error[r] = picture_io.failure(Path(batch["src"][r]), exc)
         return {"index": batch["index"], "data": np.array(data, dtype=object),
@@ -152,16 +151,12 @@ class _Converter:
         if not imgs:  # nothing left to convert (or no Engine on this node)
             return []
         try:
-            return self.engine.convert_batch(imgs, style=self.style,
-                                             style_colour=self.style_colour,
-                                             strength=self.strength)
+            return self.opts.convert_batch(self.engine, imgs)
         except picture_io.CONVERT_ERRORS:
             outs = []
             for img in imgs:
                 try:
-                    outs.append(self.engine.convert(img, style=self.style,
-                                                    style_colour=self.style_colour,
-                                                    strength=self.strength))
+                    outs.append(self.opts.convert(self.engine, img))
                 except picture_io.CONVERT_ERRORS as exc:
                     outs.append(exc)
             return outs
@@ -181,25 +176,26 @@ def _this_node(ray) -> dict[str, float]:
     return {key: 0.001}
 
 
-def convert_on_ray(args: argparse.Namespace, files: list[Path],
+def convert_on_ray(opts, address: str, files: list[Path],
                    targets: list[Path]) -> Iterator[picture_io.Result]:
-    """The Ray converter for convert.run: connects now (args.ray: "" starts or joins a local
-    Ray as ray.init() does, else the cluster's address; a session already open in this process
-    is used as it is), ships the model and style, and returns the results as they arrive, in
-    any order. Ray is shut down at the end if it was started here."""
+    """The Ray converter for convert.run, with the run's ``Settings`` (convert.settings): connects
+    now (address "": starts or joins a local Ray as ray.init() does, else the cluster's address;
+    a session already open in this process is used as it is), ships the model (the file as
+    given: each actor applies the settings' conventions itself) and the settings, and returns
+    the results as they arrive, in any order. Ray is shut down at the end if it was started
+    here."""
     import logging
 
     import ray
     import ray.data
 
     from ..model import package as pkg
-    package = pkg.resolve(args.model)  # a missing model is a usage error, here
-    model, entry = model_files(package)
-    style = picture_io.read_picture(Path(args.style)) if args.style else None
+    package = opts.package()  # a missing or unadaptable model is a usage error, here
+    model, entry = model_files(pkg.resolve(opts.model))
     started = not ray.is_initialized()
     if started:
-        check_reachable(args.ray)
-        ray.init(address=args.ray or None, logging_level=logging.WARNING)
+        check_reachable(address)
+        ray.init(address=address or None, logging_level=logging.WARNING)
     if ray.util.client.ray.is_connected():
         ray.shutdown()
         raise ValueError("--ray: a Ray Client (ray://) driver cannot read its inputs on a cluster "
@@ -218,19 +214,14 @@ def convert_on_ray(args: argparse.Namespace, files: list[Path],
             here = _this_node(ray)
             ds = ray.data.from_items(items).map_batches(
                 _read, batch_size=BATCH, batch_format="numpy",
-                fn_kwargs={"resume": args.resume, "scale": package.scale,
-                           "sbs": args.side_by_side},
+                fn_kwargs={"resume": opts.resume, "scale": package.scale,
+                           "sbs": opts.side_by_side},
                 # The inputs are on the driver's disk. Reading is I/O: no CPU reserved, so it
                 # also runs beside an actor on a one-CPU node.
                 num_cpus=0, resources=here)
             ds = ds.map_batches(
                 _Converter, batch_size=BATCH, batch_format="numpy",
-                fn_constructor_kwargs={"files": model, "entry": entry, "device": args.device,
-                                       "roi": args.roi, "style": style,
-                                       "sbs": args.side_by_side,
-                                       "style_colour": args.style_colour,
-                                       "precision": getattr(args, "precision", "fp32"),
-                                       "strength": args.strength},
+                fn_constructor_kwargs={"files": model, "entry": entry, "opts": opts},
                 # One actor per node (Ray Data spreads actors over the nodes); the Engine
                 # sizes its threads from the node, the CPU asked for only places the actor.
                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1)

@@ -51,10 +51,11 @@ def _reference_step(nd, graph: Graph, view):
 # --- the plan -----------------------------------------------------------------------------------
 
 class _ConvMode:
-    """How a plan's convolutions run: one precision for all but the Conv nodes in
-    ``fp32_nodes`` (the per-layer fallback, precision.fallback_nodes), the int8 activation range
-    of each Conv node (missing: ranged per call), and ``probe``, a dict collecting the fp32
-    ranges. Applied as Conv node attributes (ops/conv.py reads them)."""
+    """How a plan's convolutions run: one precision for all but the nodes in ``fp32_nodes``
+    (the per-layer fallback, precision.fallback_nodes), the int8 activation range of each node
+    (missing: ranged per call), and ``probe``, a dict collecting the fp32 ranges. Applied as
+    attributes (ops/conv.py) of the nodes whose products can run at low precision: Conv, and
+    ConvTranspose and MatMul/Gemm where their OpSpec.lowp says so (the "convolutions")."""
 
     def __init__(self, precision: str = "fp32", act_ranges: dict | None = None,
                  probe: dict | None = None, fp32_nodes=()):
@@ -83,7 +84,8 @@ class _Plan:
         self.input_shapes = input_shapes
         conv_mode = conv_mode or _ConvMode()
         self.precision = conv_mode.precision
-        self.convs = self.fp32_convs = 0   # Conv steps, and those the fallback keeps at fp32
+        self.convs = self.fp32_convs = 0   # convolution steps, and those the fallback keeps fp32
+        self.node_precision: dict[str, str] = {}   # fused node -> what its products run at
         # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
         self.rewrites = rewrite(sp)
@@ -194,6 +196,8 @@ class _Plan:
                         break
                 else:
                     new_group(t)
+            if spec.lowp is not None and i not in by_reference:   # before its scratch shapes
+                self.node_precision[nd.name] = self._annotate(nd, spec, conv_mode, shapes, graph)
             ids = []
             for shp in ([] if i in by_reference else spec.scratch_shapes(nd, shapes, graph)):
                 groups.append(dict(size=int(np.prod(shp)), members=[], external=None, first=i,
@@ -241,15 +245,23 @@ class _Plan:
             if i in by_reference:
                 step = _reference_step(nd, graph, view)
             else:
-                if nd.op == "Conv":
-                    self.convs += 1
-                    self.fp32_convs += conv_mode.annotate(nd)
                 step = ops.spec(nd.op, nd.name).build(nd, graph, shapes, view, scratch)
             if step is not None:
                 self.steps.append(step)
                 self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
         self.runner = StepThreads(self.steps)
+
+    def _annotate(self, nd, spec, conv_mode: _ConvMode, shapes, graph) -> str:
+        """Set a convolution-like node's precision attributes; its describe() tag."""
+        why = spec.lowp(nd, shapes, graph)
+        if why:
+            return f"fp32: {why}"
+        self.convs += 1
+        if conv_mode.annotate(nd):
+            self.fp32_convs += 1
+            return "fp32: per-layer fallback"
+        return "fp32" if conv_mode.probe is not None else conv_mode.precision
 
     def describe(self) -> str:
         fallback = (f" ({self.fp32_convs} of {self.convs} at fp32: below the per-layer check)"
@@ -279,6 +291,8 @@ class _Plan:
                     extra.append(f"+residual({nd.inputs[1]})")
             if nd.attrs.get("activation"):
                 extra.append(f"+{nd.attrs['activation']}")
+            if nd.name in self.node_precision:
+                extra.append(f"@{self.node_precision[nd.name]}")
             lines.append(f"{i:3d} {nd.op:<13} {nd.name!r:<24} {' '.join(extra):<34} -> {t} "
                          f"{self.shapes[t]} @ {where}")
         return "\n".join(lines)
@@ -311,11 +325,12 @@ class NativeExecutor:
     the native side cannot run instead of running it on onnxruntime inside the plan. fit: how
     run() takes a picture of another size than a model exported with a fixed H x W declares,
     "resize" or "tile" (``fit.py``).
-    precision: of the convolutions, "fp32" (default), "bf16", "int8" or "auto" (precision.py):
-    "auto" chooses on the first run's input (or in ``calibrate(inputs)``) the fastest precision
-    whose output passes the quality guard against fp32; ``choice`` then says what it chose and
-    why. act_ranges: {Conv node: (lo, hi)} for int8 (precision.calibrate_ranges; nodes missing
-    are ranged per call). A precision this CPU cannot run falls back to fp32 with one warning
+    precision: of the convolutions (Conv, 2-D ConvTranspose, large MatMul/Gemm by a constant),
+    "fp32" (default), "bf16", "int8" or "auto" (precision.py): "auto" chooses on the first
+    run's input (or in ``calibrate(inputs)``) the fastest precision whose output passes the
+    quality guard against fp32; ``choice`` then says what it chose and why. act_ranges:
+    {convolution node: (lo, hi)} for int8 (precision.calibrate_ranges; nodes missing are
+    ranged per call). A precision this CPU cannot run falls back to fp32 with one warning
     (strict=True: ValueError instead). An unknown precision is a ValueError.
     """
 
@@ -350,19 +365,19 @@ class NativeExecutor:
 
     @property
     def act_ranges(self) -> dict:
-        """{Conv node: (lo, hi)}: the int8 activation ranges in use."""
+        """{convolution node: (lo, hi)}: the int8 activation ranges in use."""
         return dict(self._mode.act_ranges)
 
     @property
     def fp32_nodes(self) -> frozenset:
-        """The Conv nodes kept at fp32 whatever the precision (the per-layer fallback)."""
+        """The convolutions kept at fp32 whatever the precision (the per-layer fallback)."""
         return self._mode.fp32_nodes
 
     def set_precision(self, precision: str, act_ranges: dict | None = None,
                       fp32_nodes=()) -> None:
         """Run the convolutions at ``precision`` (fp32, bf16, int8) from the next run on;
-        act_ranges: as at construction (None: keep the current ones); fp32_nodes: Conv node
-        names that stay at fp32 (precision.fallback_nodes chooses them)."""
+        act_ranges: as at construction (None: keep the current ones); fp32_nodes:
+        convolution node names that stay at fp32 (precision.fallback_nodes chooses them)."""
         if _precision.check(precision) == "auto":
             raise ValueError("set_precision takes fp32, bf16 or int8; 'auto' chooses with "
                              "calibrate(inputs)")

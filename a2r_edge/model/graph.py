@@ -219,7 +219,7 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
     x*Sigmoid(x) -> SiLU; DepthToSpace + activation -> activation + DepthToSpace (the activation
     is elementwise, the shuffle only moves values: so the activation can join the Conv before);
     Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a same-shape tensor ->
-    residual; Conv/InstanceNorm/AdaIN/GroupNormalization + activation and ConvTranspose
+    residual; Conv/InstanceNorm/AdaIN/AdaLIN/GroupNormalization + activation and ConvTranspose
     (stacked form) + activation -> one node. A node is
     absorbed only when its input has no other reader and is not a graph output; the fused node
     runs at the position of the last node it absorbed (all its inputs exist by then).
@@ -286,7 +286,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             count["instance_norm_to_adain"] += 1
     # Conv epilogues and norm activations
     for n in nodes:
-        if id(n) in dead or n.op not in ("Conv", "AdaIN", "ConvTranspose", "GroupNormalization"):
+        if id(n) in dead or n.op not in ("Conv", "AdaIN", "AdaLIN", "ConvTranspose",
+                                         "GroupNormalization"):
             continue
         if n.op == "ConvTranspose":
             m = sole_consumer(n.outputs[0])

@@ -16,10 +16,13 @@ Manifest (format ``a2r_edge.model/1``)::
                 {"name": "enhance", "kind": "guided_filter", "radius": 2, "eps": 1e-4,
                  "detail": 1.5}],
      "files": {"encoder.onnx": "<sha256>", ...},
-     "strength": 1.0}
+     "strength": 1.0, "border_margin": 16}
 
 ``strength`` (optional, default 1): the share of the conversion the engine keeps by default
 (output = input + strength (model output - input)), chosen by the model's evaluation.
+``border_margin`` (optional, default 0): pixels of the picture mirrored onto every side before
+the network and cropped after (``picture.forward.pad_to_stride``), so that the network's own zero
+padding sits that far from the picture on all four sides (no bright or dark line along an edge).
 
 Pixel conventions (optional ``input_range``, ``channel_order``, ``output_range``; the plain
 ONNX default RGB in [-1, 1] in and out): see ``conventions.py``.
@@ -73,6 +76,7 @@ class ModelPackage:
     stages: tuple[Stage, ...]
     folder: Path | None  # None for a wrapped plain ONNX file
     strength: float = 1.0  # default share of the conversion kept (Engine.convert strength=)
+    border_margin: int = 0  # px mirrored onto every side before the network (pad_to_stride)
 
     def stage(self, kind: str) -> Stage | None:
         return next((s for s in self.stages if s.kind == kind), None)
@@ -286,6 +290,7 @@ def load_package(folder) -> ModelPackage:
     # the sizes derived from them stay sane
     scale, stride = _bounded_int(manifest, "scale", 1, 16), _bounded_int(manifest, "stride", 1, 4096)
     receptive_field = _bounded_int(manifest, "receptive_field", 0, 1 << 16, default=0)
+    border_margin = _bounded_int(manifest, "border_margin", 0, 1 << 10, default=0)
     if "input_range" in manifest and "normalization" not in manifest:
         mean, std = (0.0,) * 3, (1.0,) * 3   # replaced by the range below
     else:
@@ -303,7 +308,7 @@ def load_package(folder) -> ModelPackage:
         description=str(manifest.get("description", "")), scale=scale, stride=stride,
         receptive_field=receptive_field,
         mean=conv.mean, std=conv.std, stages=_adapted(stages, conv), folder=folder,
-        strength=_strength(manifest.get("strength", 1.0)))
+        strength=_strength(manifest.get("strength", 1.0)), border_margin=border_margin)
 
 
 def _strength(value) -> float:

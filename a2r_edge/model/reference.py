@@ -42,6 +42,25 @@ def adain(x, style_mean, style_std, eps=1e-5, content_stats=None):
     return ((x - mu) / sigma * ss + sm).astype(np.float32)
 
 
+def adalin(x, in_weight, ln_weight, gamma, beta, in_eps=1e-5, ln_eps=1e-5):
+    """U-GAT-IT's AdaLIN/ILN: in_weight * instance norm + ln_weight * layer norm (over C, H, W)
+    per channel, then * gamma + beta per (sample, channel); biased variances."""
+    n, c = x.shape[:2]
+    x64 = x.astype(np.float64)
+    inorm = (x64 - x64.mean(axis=(2, 3), keepdims=True)) / np.sqrt(
+        x64.var(axis=(2, 3), keepdims=True) + in_eps)
+    lnorm = (x64 - x64.mean(axis=(1, 2, 3), keepdims=True)) / np.sqrt(
+        x64.var(axis=(1, 2, 3), keepdims=True) + ln_eps)
+
+    def per_channel(v):
+        return np.asarray(v, np.float64).reshape(1, c, 1, 1)
+
+    def per_plane(v):
+        return np.broadcast_to(np.asarray(v, np.float64), (n, c)).reshape(n, c, 1, 1)
+    y = per_channel(in_weight) * inorm + per_channel(ln_weight) * lnorm
+    return (y * per_plane(gamma) + per_plane(beta)).astype(np.float32)
+
+
 def silu(x):
     with np.errstate(over="ignore", invalid="ignore"):
         return (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
@@ -159,8 +178,9 @@ def guided_filter(guide, src, radius, eps):
 
 # --- the meaning of a model package, stage by stage: the one oracle of package semantics --------
 # (manifest "a2r_edge.model/1"; the Engine implements it fast in picture/forward.py and stages.py)
-#   x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input padded at the bottom/right
-#        to multiples of `stride` (``pad_to``: reflect "dcb|abcd", a 1-pixel side repeated)
+#   x  = RGB float32 (1, 3, H', W'), (v/255 - mean)/std, of the input padded by `border_margin`
+#        (default 0) on every side, then at the bottom/right to multiples of `stride` (``pad_to``:
+#        reflect "dcb|abcd", a 1-pixel side repeated)
 #   onnx stage:    y = network(y), + x when ``add_input``
 #   adain stage:   y = (y - mu_y) / sqrt(var_y + eps) * t_std + t_mean   per channel over H, W;
 #        target (t_mean, t_std): a reference photo's statistics (style=); else, when the stats
@@ -169,7 +189,8 @@ def guided_filter(guide, src, radius, eps):
 #        MAP_RANGE std and std * exp(+-MAP_RANGE) of the file's fixed ones; else the fixed ones
 #   guided_filter stage: base = guided_filter(guide = luma of x, src = y as (H', W', 3), radius,
 #        eps); y = base + detail * (y - base)
-#   crop to H, W; u8 = clip(round((y * std + mean) * 255), 0, 255) (half to even), BGR.
+#   crop the margin and the stride padding (scaled) off;
+#   u8 = clip(round((y * std + mean) * 255), 0, 255) (half to even), BGR.
 # With a reference photo, the input is first colour-transferred (``colour_transfer``) and the
 # AdaIN target is the statistics of the stages before AdaIN on the photo.
 
@@ -178,13 +199,13 @@ STYLE_COLOUR = 0.5   # share of the colour move towards a reference photo
 LUMA = (0.299, 0.587, 0.114)
 
 
-def pad_to(x, stride):
-    """(N, C, H, W) padded at the bottom/right to multiples of stride: reflect "dcb|abcd" along
-    each axis, a 1-pixel axis repeated."""
+def pad_to(x, stride, margin=0):
+    """(N, C, H, W) padded by ``margin`` on every side, then at the bottom/right to multiples of
+    stride: reflect "dcb|abcd" along each axis, a 1-pixel axis repeated."""
     h, w = x.shape[-2:]
-    x = np.pad(x, ((0, 0), (0, 0), (0, -h % stride), (0, 0)),
+    x = np.pad(x, ((0, 0), (0, 0), (margin, margin + -(h + 2 * margin) % stride), (0, 0)),
                mode="reflect" if h > 1 else "edge")
-    return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, -w % stride)),
+    return np.pad(x, ((0, 0), (0, 0), (0, 0), (margin, margin + -(w + 2 * margin) % stride)),
                   mode="reflect" if w > 1 else "edge")
 
 
@@ -222,6 +243,7 @@ class PackageReference:
         self.guided_filter = guided_filter
         self.stride = int(m["stride"])
         self.strength = float(m.get("strength", 1.0))   # the engine's default strength=
+        self.margin = int(m.get("border_margin", 0))
         self.mean = np.asarray(m["normalization"]["mean"], np.float32).reshape(1, 3, 1, 1)
         self.std = np.asarray(m["normalization"]["std"], np.float32).reshape(1, 3, 1, 1)
         so = ort.SessionOptions()
@@ -246,10 +268,16 @@ class PackageReference:
 
     def preprocess(self, bgr_u8):
         rgb = np.asarray(bgr_u8)[..., ::-1].astype(np.float32).transpose(2, 0, 1)[None]
-        return pad_to(((rgb / 255.0 - self.mean) / self.std).astype(np.float32), self.stride)
+        return pad_to(((rgb / 255.0 - self.mean) / self.std).astype(np.float32), self.stride,
+                      self.margin)
 
     def postprocess(self, y, h, w):
-        v = (y[0, :, :h, :w] * self.std[0] + self.mean[0]) * 255.0
+        """y for an h x w picture's padded input -> BGR uint8 (h, w, 3), padding cropped."""
+        hp, wp = (n + 2 * self.margin + -(n + 2 * self.margin) % self.stride for n in (h, w))
+        sy, sx = y.shape[2] / hp, y.shape[3] / wp
+        oy, ox = round(self.margin * sy), round(self.margin * sx)
+        v = (y[0, :, oy:oy + round(h * sy), ox:ox + round(w * sx)] * self.std[0]
+             + self.mean[0]) * 255.0
         v = np.nan_to_num(v, nan=0.0)
         return np.clip(np.rint(v), 0, 255).astype(np.uint8).transpose(1, 2, 0)[..., ::-1].copy()
 

@@ -9,6 +9,13 @@ native side runs.
   unbiased variance's constant factor k, Add eps, Sqrt, Div. Over H, W it is one
   InstanceNormalization with scale 1/sqrt(k) and epsilon eps/k; over C, H, W the same on x
   seen as (N, 1, C*H, W) (two Reshapes).
+* U-GAT-IT's AdaLIN/ILN: rho * IN(x) + (1 - rho) * LN(x) of two such decomposed norms of one
+  x (over H, W and over C, H, W), rho and 1 - rho per-channel constants (any two), then
+  optionally * gamma and + beta, per (sample, channel), constants or computed at run time: one
+  AdaLIN node (ops/norm.py; fusion adds the Relu after it). Matched from the end of the graph
+  first, so the longest chain wins; its norms are then not rewritten on their own. Where it does
+  not match (rho computed at run time, other axes, a norm also read elsewhere), each norm is
+  still one InstanceNormalization.
 * GroupNorm as torch exports it (Reshape to (N, G, -1), InstanceNormalization, Reshape back,
   Mul, Add): the first Reshape gives (N, G, C/G*H, W) instead, so the InstanceNormalization is
   the native 4-D one (same statistics per group); where the Mul and Add are per-channel
@@ -39,6 +46,7 @@ class Rewrites:
     batchnorm_into_conv: int = 0
     batchnorm_as_affine: int = 0
     norm_pattern: int = 0
+    adalin_pattern: int = 0
     groupnorm_pattern: int = 0
     groupnorm_affine: int = 0
     pad_into_conv: int = 0
@@ -62,6 +70,7 @@ class _Ctx:
         self.fused: dict[str, str] = {}   # source node -> what it became
         self.new: list[Node] = []         # nodes the rewrites made (placed at the end)
         self.replaced: dict = {}          # kept node -> its new Placement (inputs changed)
+        self.claimed: set[str] = set()    # nodes a larger pattern took (the others skip them)
         self.k = 0
 
     def const(self, value, hint: str) -> str:
@@ -95,8 +104,15 @@ def rewrite(sp: Specialised) -> Rewrites:
     c.fused.update(fused)
     nodes = sp.graph.nodes
     replaced: dict[int, list[Node]] = {}
+    for i in range(len(nodes) - 1, -1, -1):   # from the end: the largest AdaLIN chain first
+        if nodes[i].op in ("Add", "Mul") and nodes[i].name not in c.claimed:
+            new = _adalin(c, nodes[i], count)
+            if new is not None:
+                replaced[i] = new
     for i, n in enumerate(nodes):
         new = None
+        if i in replaced or n.name in c.claimed:
+            continue
         if n.op == "BatchNormalization":
             new = _batchnorm(c, n, count)
         elif n.op == "Div":
@@ -266,7 +282,26 @@ def _mean_of(c: _Ctx, t: str, x: str | None, rank: int):
     return (r.inputs[0], axes) if axes is not None else None
 
 
-def _norm_pattern(c: _Ctx, div: Node, count: Rewrites):
+@dataclasses.dataclass
+class _Norm:
+    """A decomposed normalisation (x - mean) / sqrt(k * var + eps) over ``axes``, var biased:
+    (x - mean) / sqrt(var + eps / k) / sqrt(k). ``nodes``: those it is made of up to its Div."""
+    x: str
+    axes: tuple
+    k: float
+    eps: float
+    nodes: tuple
+
+    @property
+    def scale(self) -> float:
+        return 1 / np.sqrt(self.k)
+
+    @property
+    def epsilon(self) -> float:
+        return self.eps / self.k
+
+
+def _match_norm(c: _Ctx, div: Node) -> _Norm | None:
     num, den = div.inputs[:2]
     sub = c.made_by(num, "Sub")
     sqrt = c.made_by(den, "Sqrt")
@@ -307,21 +342,24 @@ def _norm_pattern(c: _Ctx, div: Node, count: Rewrites):
         return None
     d = c.made_by(sq.inputs[0], "Sub")
     if d is None or d.inputs[0] != x or _mean_of(c, d.inputs[1], x, rank) is None \
-            or _mean_of(c, d.inputs[1], x, rank)[1] != axes or not k > 0 or not eps > 0:
+            or _mean_of(c, d.inputs[1], x, rank)[1] != axes or not 0 < k < np.inf \
+            or not eps > 0:
         return None
-    n, ch = c.shapes[x][0], c.shapes[x][1]
-    h, w = c.shapes[x][2], c.shapes[x][3]
-    if axes == (2, 3):
-        groups, src = ch, x
-    elif axes == (1, 2, 3):
-        groups = 1
-    else:
+    return _Norm(x, axes, k, eps, (div, sub, sqrt, add, d, sq))
+
+
+def _norm_pattern(c: _Ctx, div: Node, count: Rewrites):
+    norm = _match_norm(c, div)
+    if norm is None or norm.axes not in ((2, 3), (1, 2, 3)):
         return None
-    scale = c.const(np.full(groups, 1 / np.sqrt(k), _F32), div.name + "/scale")
+    x = norm.x
+    n, ch, h, w = c.shapes[x]
+    groups = ch if norm.axes == (2, 3) else 1
+    scale = c.const(np.full(groups, norm.scale, _F32), div.name + "/scale")
     bias = c.const(np.zeros(groups, _F32), div.name + "/bias")
-    attrs = {"epsilon": float(eps / k)}
+    attrs = {"epsilon": float(norm.epsilon)}
     if groups == ch:
-        new = [Node("InstanceNormalization", div.name + "/instnorm", [src, scale, bias],
+        new = [Node("InstanceNormalization", div.name + "/instnorm", [x, scale, bias],
                     list(div.outputs), attrs)]
     else:   # over C, H, W: x as (N, 1, C*H, W)
         flat, normed = div.outputs[0] + "::flat", div.outputs[0] + "::normed"
@@ -333,10 +371,97 @@ def _norm_pattern(c: _Ctx, div: Node, count: Rewrites):
                     [normed, c.const(np.array([n, ch, h, w], np.int64), div.name)],
                     list(div.outputs), {})]
     c.new += new
-    for m in (div, sub, sqrt, add, d, sq):
+    for m in norm.nodes:
         c.fused.setdefault(m.name, f"into InstanceNormalization {div.name + '/instnorm'!r}")
     count.norm_pattern += 1
     return new
+
+
+# --- AdaLIN -------------------------------------------------------------------------------------
+
+def _mix(c: _Ctx, add: Node):
+    """(x, in_weight, ln_weight, instance _Norm, layer _Norm, nodes) when ``add`` is
+    Mul(IN(x), w_in) + Mul(LN(x), w_ln) (either order, either operand order), IN over H, W and
+    LN over C, H, W of the same x, the weights per-channel constants, every tensor in between
+    read only there; the weights carry the norms' 1/sqrt(k)."""
+    if add.op != "Add":
+        return None
+    terms = []
+    for t in add.inputs[:2]:
+        mul = c.made_by(t, "Mul") if c.sole(t) else None
+        if mul is None:
+            return None
+        for j in (0, 1):
+            div = c.made_by(mul.inputs[j], "Div") if c.sole(mul.inputs[j]) else None
+            norm = div and _match_norm(c, div)
+            if norm:
+                terms.append((norm, mul.inputs[1 - j], mul))
+                break
+        else:
+            return None
+    terms.sort(key=lambda term: len(term[0].axes))
+    (inorm, wi, mi), (lnorm, wl, ml) = terms
+    if inorm.x != lnorm.x or (inorm.axes, lnorm.axes) != ((2, 3), (1, 2, 3)):
+        return None
+    ch = c.shapes[inorm.x][1]
+    wi, wl = _channel_vector(c, wi, ch), _channel_vector(c, wl, ch)
+    if wi is None or wl is None:
+        return None
+    return (inorm.x, wi * inorm.scale, wl * lnorm.scale, inorm, lnorm,
+            inorm.nodes + lnorm.nodes + (mi, ml, add))
+
+
+def _per_plane_operand(c: _Ctx, t: str, x_shape: tuple) -> bool:
+    """Tensor t (constant or float32 at run time) broadcasts to (N, C, 1, 1) of x (N, C, H, W)."""
+    shape = np.shape(c.consts[t]) if t in c.consts else c.shapes.get(t)
+    if shape is None or len(shape) > 4 or (t not in c.consts and
+                                           c.sp.dtypes.get(t) != np.dtype(_F32)):
+        return False
+    target = (x_shape[0], x_shape[1], 1, 1)
+    try:
+        return tuple(np.broadcast_shapes(shape, target)) == target
+    except ValueError:
+        return False
+
+
+def _adalin_chain(c: _Ctx, node: Node, roles: tuple):
+    """(mix, {role: (tensor, node)}) when ``node`` is the mix, or ``roles`` (outermost first:
+    "beta" an Add, "gamma" a Mul, by per-(sample, channel) operands) wrap it."""
+    mix = _mix(c, node)
+    if mix is not None:
+        return mix, {}
+    for i, role in enumerate(roles):
+        if node.op != ("Add" if role == "beta" else "Mul"):
+            continue
+        for k in (0, 1):
+            inner = c.producer.get(node.inputs[k]) if c.sole(node.inputs[k]) else None
+            got = inner and _adalin_chain(c, inner, roles[i + 1:])
+            if got and _per_plane_operand(c, node.inputs[1 - k], c.shapes[got[0][0]]):
+                got[1][role] = (node.inputs[1 - k], node)
+                return got
+    return None
+
+
+def _adalin(c: _Ctx, end: Node, count: Rewrites):
+    """U-GAT-IT's AdaLIN/ILN ending at ``end``: the mix of a decomposed instance norm and layer
+    norm of one x by per-channel constants (rho, 1 - rho), optionally * gamma, + beta (constants
+    or run-time, per sample and channel), as one AdaLIN node (ops/norm.py)."""
+    got = _adalin_chain(c, end, ("beta", "gamma"))
+    if got is None:
+        return None
+    (x, wi, wl, inorm, lnorm, nodes), roles = got
+    name = end.name + "/adalin"
+    node = Node("AdaLIN", name, [x, c.const(wi.astype(_F32), name + "/in_weight"),
+                                 c.const(wl.astype(_F32), name + "/ln_weight"),
+                                 roles.get("gamma", ("",))[0], roles.get("beta", ("",))[0]],
+                list(end.outputs), {"in_epsilon": float(inorm.epsilon),
+                                    "ln_epsilon": float(lnorm.epsilon)})
+    c.new.append(node)
+    for m in nodes + tuple(n for _, n in roles.values()):
+        c.fused.setdefault(m.name, f"into AdaLIN {name!r}")
+        c.claimed.add(m.name)
+    count.adalin_pattern += 1
+    return [node]
 
 
 # --- GroupNorm ----------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ def model_key(digest: str, model, placements) -> bytes:
     """The part of every key that names the model (``digest``: its stages' identity) and the
     plan's placements."""
     h = hashlib.blake2b(digest.encode(), digest_size=16)
-    h.update(repr((model.mean, model.std, model.stride, placements)).encode())
+    h.update(repr((model.mean, model.std, model.stride, model.border_margin,
+                   placements)).encode())
     return h.digest()
 
 

@@ -1,6 +1,6 @@
 """One picture's way through a model: prepare -> features -> network -> finish.
 
-    uint8 gray / BGR / BGRA  ->  pad to the model's stride (``pad_to_stride``)  ->  preprocess
+    uint8 gray / BGR / BGRA  ->  pad: margin, stride (``pad_to_stride``)  ->  preprocess
     -> the model's stages in order (onnx networks, AdaIN to photo or reference statistics,
        guided-filter detail)  ->  postprocess  ->  crop  ->  gray / alpha restored
 
@@ -10,7 +10,8 @@ a time, under ``Forward.lock``) and ``Forward.finish`` (postprocess, crop, layou
 thread or pipelined over three threads; tiling.py runs them on tiles (``Forward.features`` gives
 it the tensor the AdaIN stage reduces to content statistics).
 
-The padding rule is ``pad_to_stride``, for whole pictures and for tiled ones alike.
+The padding rule is ``pad_to_stride`` (the model's ``border_margin`` mirrored on every side, then
+up to the stride), for whole pictures, tiled ones and reference photos alike.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ SIZES_KEPT = 2
 
 
 def reflect_index(i: int, n: int) -> int:
-    """Source index of position i >= 0 of a length-n axis mirrored at its ends without repeating
-    the edge pixel ("dcb|abcd|cba", numpy's 'reflect', period 2(n-1)); a 1-pixel axis repeats its
-    only pixel."""
+    """Source index of position i (negative: before the start) of a length-n axis mirrored at its
+    ends without repeating the edge pixel ("dcb|abcd|cba", numpy's 'reflect', period 2(n-1)); a
+    1-pixel axis repeats its only pixel."""
     if n == 1:
         return 0
     period = 2 * (n - 1)
@@ -38,36 +39,51 @@ def reflect_index(i: int, n: int) -> int:
     return period - i if i >= n else i
 
 
-def padded_size(h: int, w: int, stride: int) -> tuple[int, int]:
-    """h, w rounded up to a multiple of the stride."""
-    return h + (-h) % stride, w + (-w) % stride
+def padded_size(h: int, w: int, stride: int, margin: int = 0) -> tuple[int, int]:
+    """h, w grown by ``margin`` on both sides, then rounded up to a multiple of the stride."""
+    return tuple(n + 2 * margin + (-(n + 2 * margin)) % stride for n in (h, w))
 
 
-def is_padded_bgr(img: np.ndarray, stride: int) -> bool:
-    """img is already what ``pad_to_stride`` makes: C-contiguous BGR at multiples of the stride."""
-    return (img.ndim == 3 and img.shape[2] == 3 and img.shape[0] % stride == 0
+def is_padded_bgr(img: np.ndarray, stride: int, margin: int = 0) -> bool:
+    """img is already what ``pad_to_stride`` makes: C-contiguous BGR at multiples of the stride
+    (never with a margin: that is always added)."""
+    return (margin == 0 and img.ndim == 3 and img.shape[2] == 3 and img.shape[0] % stride == 0
             and img.shape[1] % stride == 0 and img.flags.c_contiguous)
 
 
-def pad_to_stride(img: np.ndarray, stride: int, out: np.ndarray | None = None) -> np.ndarray:
-    """The one padding rule: uint8 picture img (H, W), (H, W, 1|3|4) -> BGR (Hp, Wp, 3), Hp and Wp
-    the next multiples of ``stride``, the added bottom rows and right columns mirrored
-    (``reflect_index``). Gray is broadcast to three channels, alpha dropped. out: an optional
-    (Hp, Wp, 3) uint8 buffer; returns ``img`` itself when it is already BGR at a multiple of the
-    stride and C-contiguous."""
-    if is_padded_bgr(img, stride):
+def pad_to_stride(img: np.ndarray, stride: int, margin: int = 0,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """The one padding rule: uint8 picture img (H, W), (H, W, 1|3|4) -> BGR (Hp, Wp, 3)
+    (``padded_size``) holding img at (margin, margin), every added row and column mirrored
+    (``reflect_index``): ``margin`` on the top and left, ``margin`` plus the stride's remainder
+    on the bottom and right. The margin (a model's ``border_margin``) keeps the network's own
+    zero padding away from the picture on all four sides alike: without it the top and left
+    edges sat on that padding and the bottom and right ones did not (a one-sided bright line,
+    issue 22). Gray is broadcast to three channels, alpha dropped. out: an optional (Hp, Wp, 3)
+    uint8 buffer; returns ``img`` itself when it is already BGR at a multiple of the stride,
+    C-contiguous and there is no margin."""
+    if is_padded_bgr(img, stride, margin):
         return img
     h, w = img.shape[:2]
-    hp, wp = padded_size(h, w, stride)
+    hp, wp = padded_size(h, w, stride, margin)
     if out is None:
         out = np.empty((hp, wp, 3), np.uint8)
     src = img.reshape(h, w, -1)
-    np.copyto(out[:h, :w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
-    for i in range(h, hp):
-        np.copyto(out[i, :w], out[reflect_index(i, h), :w])
-    for j in range(w, wp):
-        np.copyto(out[:, j], out[:, reflect_index(j, w)])
+    m = margin
+    np.copyto(out[m:m + h, m:m + w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
+    for j in (*range(m), *range(m + w, wp)):   # columns beside the picture, its rows only
+        np.copyto(out[m:m + h, j], out[m:m + h, m + reflect_index(j - m, w)])
+    for i in (*range(m), *range(m + h, hp)):   # whole rows above and below
+        np.copyto(out[i], out[m + reflect_index(i - m, h)])
     return out
+
+
+def output_window(h: int, w: int, stride: int, margin: int, out_h: int, out_w: int):
+    """(y, x, height, width) of an h x w picture in a network output of out_h x out_w for its
+    ``padded_size`` input: the margin and the stride's padding scaled to the output and cut."""
+    hp, wp = padded_size(h, w, stride, margin)
+    sy, sx = out_h / hp, out_w / wp
+    return round(margin * sy), round(margin * sx), round(h * sy), round(w * sx)
 
 
 def to_bgr(img: np.ndarray) -> np.ndarray:
@@ -152,14 +168,16 @@ class Forward:
         self.has_guide = model.stage("guided_filter") is not None
         self.lock = threading.RLock()
 
-    def prepare(self, img: np.ndarray, slot: Slot) -> Slot:
-        """Pad (``pad_to_stride``) into the slot's BGR buffer, preprocess, guide luma."""
-        hp, wp = padded_size(*img.shape[:2], self.model.stride)
-        slot.img = img
+    def prepare(self, img: np.ndarray, slot: Slot, margin: int | None = None) -> Slot:
+        """Pad (``pad_to_stride``) into the slot's BGR buffer, preprocess, guide luma. margin:
+        None, the model's ``border_margin``; 0 for a tile cut from a picture padded already."""
         s = self.model.stride
-        # already BGR at a multiple of the stride: preprocess reads it in place
-        bgr = img if is_padded_bgr(img, s) else pad_to_stride(
-            img, s, out=slot.buf("bgr", (hp, wp, 3), np.uint8))
+        m = self.model.border_margin if margin is None else margin
+        hp, wp = padded_size(*img.shape[:2], s, m)
+        slot.img = img
+        # already BGR at a multiple of the stride (no margin): preprocess reads it in place
+        bgr = img if is_padded_bgr(img, s, m) else pad_to_stride(
+            img, s, m, out=slot.buf("bgr", (hp, wp, 3), np.uint8))
         pic = ops.preprocess(bgr, self.model.mean, self.model.std,
                              out=slot.buf("picture", (1, 3, hp, wp)))
         if self.has_guide:
@@ -224,17 +242,18 @@ class Forward:
             return slot.done
         img, x = slot.img, slot.result
         h, w = img.shape[:2]
-        hp, wp = padded_size(h, w, self.model.stride)
-        sy, sx = x.shape[2] / hp, x.shape[3] / wp
-        if self.model.scale is not None and (sy, sx) != (self.model.scale,) * 2:
+        s, m = self.model.stride, self.model.border_margin
+        hp, wp = padded_size(h, w, s, m)
+        if self.model.scale is not None and x.shape[2:] != (hp * self.model.scale,
+                                                            wp * self.model.scale):
             raise ValueError(f"model {self.model.name!r} declares scale {self.model.scale} but "
                              f"returned {x.shape[2:]} for {(hp, wp)}")
-        oh, ow = round(h * sy), round(w * sx)
+        oy, ox, oh, ow = output_window(h, w, s, m, *x.shape[2:])
         if (oh, ow) == x.shape[2:] and img.ndim == 3 and img.shape[2] == 3:
             return ops.postprocess(x, self.model.mean, self.model.std)
         full = ops.postprocess(x, self.model.mean, self.model.std,
                                out=slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
-        return finish_layout(img, full[:oh, :ow])
+        return finish_layout(img, full[oy:oy + oh, ox:ox + ow])
 
 
 def as_picture(img, name: str = "img") -> np.ndarray:
@@ -260,15 +279,15 @@ def as_picture(img, name: str = "img") -> np.ndarray:
 
 
 def bytes_per_pixel(forward: Forward, executors, onnxruntime_stages: int) -> float:
-    """Estimated bytes one input pixel costs in ``forward``'s network: the native ``executors``'
-    arenas and outputs measured on a 64 x 64 probe, ~256 B per pixel for each onnxruntime stage
-    (its arena is not visible), plus the forward's own buffers."""
+    """Estimated bytes one pixel of the network's (padded) input costs in ``forward``'s network:
+    the native ``executors``' arenas and outputs measured on a 64 x 64 probe, ~256 B per pixel
+    for each onnxruntime stage (its arena is not visible), plus the forward's own buffers."""
     probe = 64  # small enough to cost nothing, large enough to amortise fixed buffers
-    side = -(-probe // forward.model.stride) * forward.model.stride
     slot = Slot(None)
     with forward.lock:
-        forward.prepare(np.zeros((side, side, 3), np.uint8), slot)
+        forward.prepare(np.zeros((probe, probe, 3), np.uint8), slot)
         forward.network(slot, None)
+    side = slot.bufs["picture"].shape[-1]   # the network's input: margin and stride padding in
     scale = slot.result.shape[-1] / side
     total = max((ex.arena_bytes() for ex in executors), default=0)  # one shared arena
     total += sum(ex.output_bytes() for ex in executors)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import ops
 from . import stages
-from .forward import to_bgr
+from .forward import pad_to_stride, to_bgr
 
 
 def check_strength(strength) -> float:
@@ -25,12 +25,14 @@ def check_strength(strength) -> float:
 
 def feature_stats(forward, bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """AdaIN statistics (mean, std) per feature channel of a BGR picture: the features the
-    stages before the AdaIN stage make of it (``forward``: a ``Forward``)."""
+    stages before the AdaIN stage make of it, padded as a picture to convert (``forward``: a
+    ``Forward``)."""
     model = forward.model
     if model.stage("adain") is None:
         raise ValueError(f"model {model.name!r} has no AdaIN stage: style= does not apply")
     with forward.lock:
-        x = forward.features(ops.preprocess(bgr, model.mean, model.std))
+        x = forward.features(ops.preprocess(pad_to_stride(bgr, model.stride, model.border_margin),
+                                            model.mean, model.std))
         return ops.channel_stats(x, model.stage("adain").params["eps"])
 
 

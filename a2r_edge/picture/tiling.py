@@ -1,9 +1,10 @@
 """Tiled conversion without seams (the seams users of other upscalers report).
 
-The picture, padded as an untiled one (``forward.pad_to_stride``), is cut into a grid of *cores*
-(multiples of the model stride, so the encoder's down-sampling grid is the untiled one); each
-tile is its core grown by a *margin* of the model's receptive field (rounded up to the stride)
-on every side that has a neighbour, so adjacent tiles overlap by twice the receptive field.
+The picture, padded as an untiled one (``forward.pad_to_stride``: the model's border_margin on
+every side, then to the stride), is cut into a grid of *cores* (multiples of the model stride,
+so the encoder's down-sampling grid is the untiled one); each tile is its core grown by a
+*margin* of the model's receptive field (rounded up to the stride) on every side that has a
+neighbour, so adjacent tiles overlap by twice the receptive field.
 Then:
 
 1. Whole-picture statistics, gathered tile by tile: a network that normalises by statistics of
@@ -44,7 +45,7 @@ import numpy as np
 from .. import _settings, ops
 from ..model import whole_stats
 from . import stages
-from .forward import Slot, finish_layout, pad_to_stride
+from .forward import Slot, finish_layout, output_window, pad_to_stride
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
 # covers the 3x3-conv up-scalers such files usually hold with room to spare.
@@ -125,7 +126,7 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
     band = margin / 2
     tile = max(tile, margin)  # cores at least a margin wide: two ramps of a core never meet
     h, w = img.shape[:2]
-    bgr = pad_to_stride(img, s)  # the untiled path's padding, on the whole picture
+    bgr = pad_to_stride(img, s, model.border_margin)  # the untiled path's padding, all of it
     hp, wp = bgr.shape[:2]
     rows, cols = spans(hp, tile, margin, s), spans(wp, tile, margin, s)
     if keep_bytes is None:
@@ -152,8 +153,8 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
             y *= wx
             acc[:, :, oy:oy + y.shape[2], ox:ox + y.shape[3]] += y
     out = ops.postprocess(acc, model.mean, model.std)
-    oh, ow = round(h * acc.shape[2] / hp), round(w * acc.shape[3] / wp)
-    return finish_layout(img, out[:oh, :ow])
+    oy, ox, oh, ow = output_window(h, w, s, model.border_margin, *acc.shape[2:])
+    return finish_layout(img, out[oy:oy + oh, ox:ox + ow])
 
 
 # The key of the tensor between two stages in a tile's values (ONNX names are never empty).
@@ -185,7 +186,7 @@ class _Passes:
         shape = (r[3] - r[2], c[3] - c[2])
         entry = self._slots.setdefault(shape, [Slot(shape), None])
         if entry[1] != tile:
-            self.forward.prepare(self.bgr[r[2]:r[3], c[2]:c[3]], entry[0])
+            self.forward.prepare(self.bgr[r[2]:r[3], c[2]:c[3]], entry[0], margin=0)
             entry[1] = tile
         return entry[0]
 

@@ -62,6 +62,14 @@
        float alpha, float *y),                                                                  \
       (x, nc, hw, style_mean, style_std, content_mean, content_std, eps, activation, alpha, y))
 
+#define A2R_OPS_adalin(K, a)                                                                    \
+    K(a, void, a2r_adalin,                                                                      \
+      (const float *x, int64_t n, int64_t c, int64_t hw, const float *in_weight,                 \
+       const float *ln_weight, const float *gamma, const float *beta, float in_eps,              \
+       float ln_eps, int activation, float alpha, double *moments, float *y),                    \
+      (x, n, c, hw, in_weight, ln_weight, gamma, beta, in_eps, ln_eps, activation, alpha,        \
+       moments, y))
+
 #define A2R_OPS_silu(K, a)                                                                      \
     K(a, void, a2r_silu, (const float *x, float *y, int64_t n), (x, y, n))
 
@@ -141,6 +149,7 @@
     A2R_OPS_postprocess(K, a)                                                                   \
     A2R_OPS_channel_stats(K, a)                                                                 \
     A2R_OPS_adain(K, a)                                                                         \
+    A2R_OPS_adalin(K, a)                                                                        \
     A2R_OPS_silu(K, a)                                                                          \
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
     A2R_OPS_im2col(K, a)                                                                        \

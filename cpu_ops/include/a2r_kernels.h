@@ -54,6 +54,18 @@ void a2r_adain(const float *x, int64_t nc, int64_t hw,
                const float *content_mean, const float *content_std,
                float eps, int activation, float alpha, float *y);
 
+/* adalin: U-GAT-IT's adaptive layer-instance normalisation (AdaLIN, ILN) of x (n, c, hw), then
+ * the fused activation (A2R_ACT_*), per plane p = (sample s, channel k):
+ *   y = act(gamma[p] * (in_weight[k] * (x - mu_p) / sqrt(var_p + in_eps)
+ *                       + ln_weight[k] * (x - mu_s) / sqrt(var_s + ln_eps)) + beta[p])
+ * mu_p, var_p: the plane's mean and biased variance; mu_s, var_s: those of its whole sample (c*hw
+ * values), merged from the planes' (same accuracy rule as channel_stats). in_weight, ln_weight:
+ * c values (rho and 1 - rho, any unbiased-variance factor folded in); gamma, beta: n*c values
+ * (the caller broadcasts). moments: 2*n*c doubles of scratch. y may equal x. */
+void a2r_adalin(const float *x, int64_t n, int64_t c, int64_t hw, const float *in_weight,
+                const float *ln_weight, const float *gamma, const float *beta, float in_eps,
+                float ln_eps, int activation, float alpha, double *moments, float *y);
+
 /* silu: y = x * sigmoid(x), n floats; y may equal x. */
 void a2r_silu(const float *x, float *y, int64_t n);
 

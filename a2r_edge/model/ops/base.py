@@ -44,6 +44,10 @@ class OpSpec:
         ``build`` is only called for nodes whose run-time tensors are all float32; a node that
         reads or writes another dtype at run time runs its ``reference`` instead.
     domain: "" (ONNX), ADAIN_DOMAIN, or INTERNAL for ops that fusion creates.
+    lowp(node, shapes, graph) -> str, for ops whose products may run at the plan's bf16/int8
+        precision (Conv, ConvTranspose, MatMul/Gemm): "" when this node does (its build then
+        reads the ``precision``/``act_range``/``probe`` attributes the executor sets, as
+        ops/conv.py describes), else why it stays fp32. None: an op without such products.
     """
     op_type: str
     out_shapes: Callable
@@ -54,6 +58,7 @@ class OpSpec:
     view: bool = False
     domain: str = ""
     out_dtypes: Callable = _like_first
+    lowp: Callable | None = None
 
 
 _REGISTRY: dict[str, OpSpec] = {}

@@ -4,7 +4,8 @@ The executor builds Conv nodes after fusion: their attributes then carry the pac
 ``w``, ``b`` (bias with folded per-channel constants), ``activation``/``alpha`` and ``residual``
 (the name of a tensor added before the activation, also the node's input 1), and from the plan's
 precision (executor._ConvMode) ``precision``/``act_range`` (ops.Conv2d's), or ``probe``: a dict
-that calibration runs collect each Conv input's {node: (lo, hi)} range into.
+that calibration runs collect each Conv input's {node: (lo, hi)} range into. ConvTranspose and
+MatMul/Gemm nodes that run on ops.Conv2d read the same attributes (precision_args, probing).
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _build(n, graph, shapes, view, scratch):
                       pad=(t, l) if (t, l) == (b, r) else (0, 0),
                       dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
                       activation=a["activation"], alpha=a.get("alpha", 0.01),
-                      precision=a.get("precision", "fp32"), act_range=a.get("act_range"))
+                      **precision_args(n))
     if (t, l) == (b, r):
         step = conv.bind(x, residual=res, out=y)
     else:
@@ -83,12 +84,24 @@ def _build(n, graph, shapes, view, scratch):
             padded.fill(0)
             np.copyto(inner, x)
             run()
-    probe = a.get("probe")
+    return probing(n, x, step)
+
+
+def precision_args(node) -> dict:
+    """ops.Conv2d's precision and act_range from a node's plan attributes."""
+    return dict(precision=node.attrs.get("precision", "fp32"),
+                act_range=node.attrs.get("act_range"))
+
+
+def probing(node, x, step):
+    """step, or when the node carries a ``probe`` (calibration) a closure recording the range of
+    x (with 0, the value of any zero padding) under the node's name before running step."""
+    probe = node.attrs.get("probe")
     if probe is None:
         return step
-    name = n.name
+    name = node.name
 
-    def probed():  # calibration: the range of x (the zero padding included), then the conv
+    def probed():
         lo, hi = probe.get(name, (0.0, 0.0))
         probe[name] = (min(lo, float(x.min())), max(hi, float(x.max())))
         step()
@@ -107,4 +120,5 @@ def _reference(n, inputs):
     return [y.astype(x.dtype)]
 
 
-register(OpSpec("Conv", _out_shapes, _build, _reference, _scratch_shapes))
+register(OpSpec("Conv", _out_shapes, _build, _reference, _scratch_shapes,
+                 lowp=lambda n, shapes, graph: ""))

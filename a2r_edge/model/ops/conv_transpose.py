@@ -12,9 +12,12 @@ a multiple of the stride (k4 s2, k2 s2); other kernels (k3 s2) would get zero ta
 phase runs as its own stride-1 convolution with its sub-kernel and is copied into its strided
 positions of y.
 
-Otherwise (1-D/3-D, dilations): per batch item and group one matrix product of the
-(taps * C_out/g, C_in/g) weights with the input (C_in/g, pixels), each tap's block added into
-the strided positions of an uncropped output buffer, then the crop and the bias.
+Both 2-D forms run on ops.Conv2d, so at the plan's bf16/int8 precision too (the conv.py
+attributes: weights packed once per plan, per-output-channel int8 weight scales, the activation
+range of x from calibration). Otherwise (1-D/3-D, dilations): per batch item and group one
+matrix product of the (taps * C_out/g, C_in/g) weights with the input (C_in/g, pixels), each
+tap's block added into the strided positions of an uncropped output buffer, then the crop and
+the bias; always fp32.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import numpy as np
 
 from ... import ops
 from .base import OpSpec, UnsupportedOpError, plan_consts, register
+from .conv import precision_args, probing
 
 
 def convt_geometry(node, x_shape, w_shape) -> dict:
@@ -213,10 +217,10 @@ def _stacked_scratch(x_shape, y_shape, geo):
     return shapes
 
 
-def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01):
+def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01, precision=None):
     """Closure: y = activation(ConvTranspose(x)) as one stride-1 conv with sh*sw*C_out outputs
     (ops.Conv2d, bias and activation in its epilogue), then depth-to-space
-    (ops.pixel_shuffle), then the crop."""
+    (ops.pixel_shuffle), then the crop. precision: ops.Conv2d's precision/act_range."""
     ay, ax = _stacked_plan(x.shape, geo)
     sh, sw = geo["s"]
     wst, bst = _stacked_weights(w, b, geo)
@@ -245,7 +249,7 @@ def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01):
             np.copyto, shuffled.reshape(nb, c, ay["groups"], sh, ax["groups"], sw),
             z.reshape(nb, c, sh, sw, ay["groups"], ax["groups"]).transpose(0, 1, 4, 2, 5, 3))
     conv = ops.Conv2d(wst, bst, pad=pad, groups=geo["group"], activation=activation,
-                      alpha=alpha).bind(src, out=z)
+                      alpha=alpha, **(precision or {})).bind(src, out=z)
 
     def conv_transpose():
         if copy_in is not None:
@@ -288,8 +292,9 @@ def _phase_plan(x_shape, w_shape, geo):
     return axes, pads
 
 
-def _build_phases(x, y, w, b, geo, padded, phase_out):
-    """Closure: y = ConvTranspose(x) by stride^2 phase convolutions (see the module doc)."""
+def _build_phases(x, y, w, b, geo, padded, phase_out, precision=None):
+    """Closure: y = ConvTranspose(x) by stride^2 phase convolutions (see the module doc);
+    precision: ops.Conv2d's precision/act_range."""
     group = geo["group"]
     cin, coutg = w.shape[:2]
     cing = cin // group
@@ -314,7 +319,7 @@ def _build_phases(x, y, w, b, geo, padded, phase_out):
                 fills.append(dst)
                 continue
             sub = wc[:, :, py["taps"][::-1]][:, :, :, px["taps"][::-1]]
-            conv = ops.Conv2d(np.ascontiguousarray(sub), bias, groups=group)
+            conv = ops.Conv2d(np.ascontiguousarray(sub), bias, groups=group, **(precision or {}))
             uy, ux = len(py["taps"]), len(px["taps"])
             oh, ow = src.shape[2] - uy + 1, src.shape[3] - ux + 1
             out = phase_out.reshape(-1)[:y.shape[0] * y.shape[1] * oh * ow] \
@@ -370,14 +375,16 @@ def _build(node, graph, shapes, view, scratch):
     b = get(2)
     form = _form(x.shape, geo)
     if form == "stacked":
-        return _build_stacked(x, y, w, b, geo, scratch, node.attrs.get("activation"),
-                              node.attrs.get("alpha", 0.01))
+        return probing(node, x, _build_stacked(
+            x, y, w, b, geo, scratch, node.attrs.get("activation"),
+            node.attrs.get("alpha", 0.01), precision_args(node)))
     if node.attrs.get("activation"):
         raise AssertionError(f"ConvTranspose {node.name!r}: an activation fused into the "
                              f"{form} form (takes_activation said no)")
     if form == "phases":
-        return _build_phases(x, y, w, b, geo, scratch[0] if len(scratch) == 2 else None,
-                             scratch[-1])
+        return probing(node, x, _build_phases(
+            x, y, w, b, geo, scratch[0] if len(scratch) == 2 else None, scratch[-1],
+            precision_args(node)))
     bias = None if b is None else _bias(b.astype(np.float32), y.shape[1], y.ndim)
     return _runner(x, _packed(w, geo["group"]), bias, geo, y, *scratch)
 
@@ -394,4 +401,12 @@ def _reference(node, inputs):
     return [y.astype(inputs[0].dtype)]
 
 
-register(OpSpec("ConvTranspose", _out_shapes, _build, _reference, _scratch_shapes))
+def _lowp(node, shapes, graph) -> str:
+    """"" for the 2-D forms (convolutions, at the plan's precision), else why it is fp32."""
+    x = shapes[node.inputs[0]]
+    if _form(x, convt_geometry(node, x, shapes[node.inputs[1]])) != "generic":
+        return ""
+    return "generic form (not 2-D, or dilated): a matrix product and col2im at fp32"
+
+
+register(OpSpec("ConvTranspose", _out_shapes, _build, _reference, _scratch_shapes, lowp=_lowp))

@@ -1,10 +1,72 @@
 """Matrix products: MatMul (numpy matmul semantics: batched, broadcast, 1-D promoted) and Gemm
-(alpha * A' B' + beta * C, C broadcast to (M, N)); float32 through numpy's BLAS."""
+(alpha * A' B' + beta * C, C broadcast to (M, N)); float32 through numpy's BLAS.
+
+A product by a constant (K, N) matrix with K, N >= LOWP_MIN_INNER, at least LOWP_MIN_ROWS rows
+(A's leading axes together) and LOWP_MIN_MACS multiply-adds runs at the plan's bf16/int8
+precision (the conv.py attributes) as a 1x1 convolution on ops.Conv2d: x = A transposed (K
+channels, the rows as pixels), weights B transposed, packed once per plan, then y transposed
+back (cv2.transpose, blocked: numpy's strided copy costs 3-6x more). At fp32 and below those
+sizes numpy's BLAS runs it. Measured at 1 thread, CPU time against numpy fp32 (docs/models.md,
+"Reduced precision"): the 1x1 form at fp32 is 0.8-1.0x; at bf16 / int8, at the threshold
+(32x256 @ 256x256, 128x128 @ 128x128) 1.0x / 1.3-1.5x, below it 0.6-0.85x / 0.75-1.1x
+(64x128 @ 128x128, 16x256 @ 256x256, 8x512 @ 512x512: the transposes and conversions cost
+more than the faster products gain), and with K = 64 0.8-0.9x / 0.9-1.0x even at 4096 rows;
+above it 1.1-1.7x / 1.3-2.8x (256 to 1024 rows, K, N 128 to 512).
+"""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
+from ... import ops
 from .base import OpSpec, operand, register
+from .conv import precision_args, probing
+
+LOWP_MIN_ROWS, LOWP_MIN_INNER, LOWP_MIN_MACS = 32, 128, 1 << 21
+
+
+def _lowp_why(node, a_shape, b_shape, graph) -> str:
+    """"" when A (rows..., K) @ B (K, N) runs at low precision (module doc), else why not."""
+    if node.inputs[1] not in graph.consts:
+        return "B is not a constant (nothing to pack once)"
+    if len(b_shape) != 2 or len(a_shape) < 2:
+        return f"not a matrix by a matrix ({a_shape} @ {b_shape})"
+    rows, (k, n) = int(np.prod(a_shape[:-1])), b_shape
+    if rows < LOWP_MIN_ROWS or min(k, n) < LOWP_MIN_INNER or rows * k * n < LOWP_MIN_MACS:
+        return (f"small product ({rows}x{k} @ {k}x{n}; numpy fp32 is faster below "
+                f"{LOWP_MIN_ROWS} rows, K, N {LOWP_MIN_INNER}, {LOWP_MIN_MACS >> 20}M "
+                f"multiply-adds)")
+    return ""
+
+
+def _at_lowp(node) -> bool:
+    return node.attrs.get("precision", "fp32") != "fp32"
+
+
+def _lowp_scratch(rows, k, n, transposed_a=False) -> list[tuple]:
+    """A transposed (unless it already is) and y transposed: the 1x1 conv's x and output."""
+    return ([] if transposed_a else [(k, rows)]) + [(n, rows)]
+
+
+def _lowp_product(node, a2, w, bias, y2, scratch, transposed_a=False):
+    """Closure y2 (R, N) = a2 @ w + bias by a 1x1 ops.Conv2d at the node's precision; a2 is
+    (R, K), or (K, R) when transposed_a (Gemm transA: x as it is); w (K, N) constant."""
+    import cv2   # only plans with such products pay its import
+    k, n = w.shape
+    rows = y2.shape[0]
+    xt = a2 if transposed_a else scratch[0]
+    yt = scratch[-1]
+    conv = ops.Conv2d(np.ascontiguousarray(w.T).reshape(n, k, 1, 1), bias,
+                      **precision_args(node)).bind(xt.reshape(1, k, 1, rows),
+                                                   out=yt.reshape(1, n, 1, rows))
+
+    def product():
+        if not transposed_a:
+            cv2.transpose(a2, xt)
+        conv()
+        cv2.transpose(yt, y2)
+    return product
 
 
 def _matmul_shape(a, b) -> tuple:
@@ -26,7 +88,21 @@ def _matmul_shape(a, b) -> tuple:
 def _matmul_build(node, graph, shapes, view, scratch):
     y = view(node.outputs[0])
     a, b = (operand(graph, view, s) for s in node.inputs[:2])
-    return lambda: np.matmul(a, b, out=y)
+    if _at_lowp(node):
+        return _lowp_product(node, a.reshape(-1, a.shape[-1]), b, None,
+                             y.reshape(-1, b.shape[1]), scratch)
+    return probing(node, a, lambda: np.matmul(a, b, out=y))
+
+
+def _matmul_lowp(node, shapes, graph) -> str:
+    return _lowp_why(node, shapes[node.inputs[0]], shapes[node.inputs[1]], graph)
+
+
+def _matmul_scratch(node, shapes, graph):
+    if not _at_lowp(node):
+        return []
+    a, b = shapes[node.inputs[0]], shapes[node.inputs[1]]
+    return _lowp_scratch(int(np.prod(a[:-1])), *b)
 
 
 def _matmul(node, inputs):
@@ -71,9 +147,18 @@ def _gemm_build(node, graph, shapes, view, scratch):
         if c_name in graph.consts:
             c, beta32 = np.ascontiguousarray(c * beta32), None
     c_scaled = scratch[0] if c is not None and beta32 is not None else None
+    product = functools.partial(np.matmul, a, b, out=y)
+    if _at_lowp(node):   # a constant row of C (beta folded) goes into the conv's bias
+        bias = None
+        if c is not None and beta32 is None and c.size == b.shape[1] == c.shape[-1]:
+            bias, c = c.reshape(-1), None
+        own = scratch[len(scratch) - len(_lowp_scratch(1, 1, 1, bool(ta))):]   # after C's
+        product = _lowp_product(node, a.T if ta else a, b, bias, y, own, bool(ta))
+    else:
+        product = probing(node, a, product)
 
     def gemm():
-        np.matmul(a, b, out=y)
+        product()
         if alpha != 1.0:
             np.multiply(y, alpha32, out=y)
         if c_scaled is not None:
@@ -86,9 +171,24 @@ def _gemm_build(node, graph, shapes, view, scratch):
 
 def _gemm_scratch(node, shapes, graph):
     c_name = node.inputs[2] if len(node.inputs) > 2 else ""
+    scaled_c = []
     if c_name and c_name not in graph.consts and float(node.attrs.get("beta", 1.0)) != 0.0:
-        return [shapes[c_name]]
-    return []
+        scaled_c = [shapes[c_name]]
+    if not _at_lowp(node):
+        return scaled_c
+    (m, k), (_, n) = _gemm_operands(node, shapes)
+    return scaled_c + _lowp_scratch(m, k, n, bool(_gemm_params(node)[2]))
+
+
+def _gemm_operands(node, shapes) -> tuple[tuple, tuple]:
+    """The shapes of A' and B' (transA/transB applied)."""
+    _, _, ta, tb = _gemm_params(node)
+    a, b = shapes[node.inputs[0]], shapes[node.inputs[1]]
+    return tuple(a[::-1] if ta else a), tuple(b[::-1] if tb else b)
+
+
+def _gemm_lowp(node, shapes, graph) -> str:
+    return _lowp_why(node, *_gemm_operands(node, shapes), graph)
 
 
 def _gemm(node, inputs):
@@ -100,5 +200,6 @@ def _gemm(node, inputs):
     return [y.astype(inputs[0].dtype)]
 
 
-register(OpSpec("MatMul", lambda n, s, g: [_matmul_shape(s[0], s[1])], _matmul_build, _matmul))
-register(OpSpec("Gemm", _gemm_shapes, _gemm_build, _gemm, _gemm_scratch))
+register(OpSpec("MatMul", lambda n, s, g: [_matmul_shape(s[0], s[1])], _matmul_build, _matmul,
+                 _matmul_scratch, lowp=_matmul_lowp))
+register(OpSpec("Gemm", _gemm_shapes, _gemm_build, _gemm, _gemm_scratch, lowp=_gemm_lowp))

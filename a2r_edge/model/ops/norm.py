@@ -1,5 +1,6 @@
 """Normalisations: the a2r AdaIN stage and InstanceNormalization (the same arithmetic with
-style_std = scale, style_mean = B; fusion turns one into the other), LayerNormalization
+style_std = scale, style_mean = B; fusion turns one into the other), AdaLIN (U-GAT-IT's
+instance/layer norm mix, made by model/rewrite.py from the decomposed pattern), LayerNormalization
 (planes normalised by the native AdaIN kernel with style (0, 1), then the affine),
 GroupNormalization (the groups' statistics, then one AdaIN pass with them as each channel's
 and the per-channel affine as the style; fusion may add an activation), and BatchNormalization in inference form (one multiply-add per channel,
@@ -7,6 +8,12 @@ folded from its constant statistics at plan time).
 
 AdaIN node: inputs (x, style_mean, style_std), style_* of shape (C,) or (N, C), constants or
 graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/``alpha``.
+
+AdaLIN node (internal: only the rewrite makes it): inputs (x, in_weight, ln_weight, gamma,
+beta), y = act((in_weight * IN(x) + ln_weight * LN(x)) * gamma + beta) with IN over H, W with
+``in_epsilon`` and LN over C, H, W with ``ln_epsilon`` (biased variances); in_weight, ln_weight
+constants of shape (C,); gamma, beta (optional: 1 and 0) constants or run-time tensors that
+broadcast to (N, C, 1, 1); after fusion ``activation``/``alpha``. One native kernel call.
 """
 from __future__ import annotations
 
@@ -17,8 +24,8 @@ import numpy as np
 
 from ... import _kernels, ops
 from .. import reference as ref
-from .base import (ADAIN_DOMAIN, ADAIN_OP, OpSpec, UnsupportedOpError, attr_axis, float_dtypes,
-                   keeping, operand, plan_consts, register)
+from .base import (ADAIN_DOMAIN, ADAIN_OP, INTERNAL, OpSpec, UnsupportedOpError, attr_axis,
+                   float_dtypes, given, keeping, operand, plan_consts, register)
 
 
 def _nchw(n, ins, graph):
@@ -83,6 +90,76 @@ def _instance_norm_reference(n, inputs):
     return _adain_reference(n, [x, b, scale])
 
 
+# --- AdaLIN ---------------------------------------------------------------------------------
+
+def _adalin_epsilons(n):
+    return tuple(_epsilon(n, attr=k) for k in ("in_epsilon", "ln_epsilon"))
+
+
+def _adalin_shapes(n, ins, graph):
+    x = _nchw(n, ins, graph)[0]
+    get = plan_consts(n, graph)
+    for k in (1, 2):
+        if np.shape(get(k)) != (x[1],):
+            raise ValueError(f"input {k} of shape {np.shape(get(k))}: ({x[1]},) expected")
+    per_plane = (x[0], x[1], 1, 1)
+    for k in (3, 4):
+        if len(ins) > k and ins[k] is not None and (
+                len(ins[k]) > 4 or tuple(np.broadcast_shapes(ins[k], per_plane)) != per_plane):
+            raise ValueError(f"input {k} of shape {ins[k]} does not broadcast to {per_plane}")
+    return [x]
+
+
+def _adalin_build(n, graph, shapes, view, scratch):
+    x, y = view(n.inputs[0]), view(n.outputs[0])
+    nb, c, h, w = x.shape
+    if x.size == 0:
+        return lambda: None
+    in_eps, ln_eps = _adalin_epsilons(n)
+    act, alpha = ops.ACT_CODES[n.attrs.get("activation")], float(n.attrs.get("alpha", 0.01))
+    get = plan_consts(n, graph)
+    wi, wl = (np.ascontiguousarray(get(k), np.float32) for k in (1, 2))
+    planes, feeds = [], []
+    for k, default in ((3, 1.0), (4, 0.0)):
+        name = n.inputs[k] if len(n.inputs) > k else ""
+        src = view(name) if name and name not in graph.consts else None
+        if src is not None and src.size == nb * c and src.flags.c_contiguous:
+            planes.append(src)   # computed at run time, one value per plane: read in place
+            continue
+        buf = np.full(nb * c, default, np.float32)
+        if name in graph.consts:
+            np.copyto(buf.reshape(nb, c, 1, 1), graph.consts[name].astype(np.float32))
+        elif src is not None:   # computed at run time, broadcast over the batch each run
+            feeds.append((buf.reshape(nb, c, 1, 1), src))
+        planes.append(buf)
+    gamma, beta = planes
+    moments = np.empty(2 * nb * c, np.float64)
+    run = keeping(functools.partial(_kernels.adalin_at, x.ctypes.data, nb, c, h * w,
+                                    wi.ctypes.data, wl.ctypes.data, gamma.ctypes.data,
+                                    beta.ctypes.data, in_eps, ln_eps, act, alpha,
+                                    moments.ctypes.data, y.ctypes.data),
+                  x, y, wi, wl, gamma, beta, moments)
+    if not feeds:
+        return run
+
+    def adalin():
+        for dst, src in feeds:
+            np.copyto(dst, src)
+        run()
+    return adalin
+
+
+def _adalin_reference(n, inputs):
+    x = inputs[0]
+    nb, c = x.shape[:2]
+    get = given(inputs)
+    gamma, beta = ((np.broadcast_to(get(k), (nb, c, 1, 1)).reshape(nb, c) if get(k) is not None
+                    else d) for k, d in ((3, 1.0), (4, 0.0)))
+    y = ref.adalin(x, get(1), get(2), gamma, beta, *_adalin_epsilons(n))
+    return [ref.activation(y, n.attrs.get("activation"), float(n.attrs.get("alpha", 0.01)))
+            .astype(x.dtype)]
+
+
 # --- plane normalisation shared by LayerNormalization and GroupNormalization -----------------
 
 def _normalise_planes(x, y, planes, size, eps):
@@ -104,10 +181,10 @@ def _affine(y, scale, bias):
     return affine
 
 
-def _epsilon(n, default=1e-5):
-    eps = float(n.attrs.get("epsilon", default))
+def _epsilon(n, default=1e-5, attr="epsilon"):
+    eps = float(n.attrs.get(attr, default))
     if not eps > 0:
-        raise ValueError(f"{n.op} node {n.name!r}: epsilon must be > 0, got {eps}")
+        raise ValueError(f"{n.op} node {n.name!r}: {attr} must be > 0, got {eps}")
     return eps
 
 
@@ -301,6 +378,8 @@ register(OpSpec(ADAIN_OP, _nchw, _build_adain, _adain_reference, inplace=True,
                 domain=ADAIN_DOMAIN))
 register(OpSpec("InstanceNormalization", _nchw, _build_instance_norm, _instance_norm_reference,
                 inplace=True))
+register(OpSpec("AdaLIN", _adalin_shapes, _adalin_build, _adalin_reference, inplace=True,
+                domain=INTERNAL))
 register(OpSpec("LayerNormalization", _ln_shapes, _ln_build, _ln_reference, _ln_scratch,
                 out_dtypes=float_dtypes))
 register(OpSpec("GroupNormalization", _gn_shapes, _gn_build, _gn_reference, _gn_scratch,

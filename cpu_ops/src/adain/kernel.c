@@ -5,42 +5,13 @@
  *     overlap the two streams, measured no faster (Zen 4, 64 KB-8 MB planes): kept simple.
  *   - A plane cut between threads: each thread computes its piece's moments, a barrier, each
  *     merges all pieces (Chan) and applies its own piece, still in its cache.
- *   - Given statistics: a plain apply of the thread's range. */
+ *   - Given statistics: a plain apply of the thread's range.
+ * The apply pass (norm_apply.h) is shared with adalin. */
 #include <math.h>
 
 #include "a2r_isa.h"
-#include "a2r_math.h"
 #include "moments.h"
-
-/* y may equal x (in place), so no restrict: each element is read before it is written.
- * (x - mu) first: with a large common offset, x*a + (sm - mu*a) would cancel badly. */
-static inline void apply(const float *x, float *y, int64_t n, float mu, float a, float sm,
-                         int activation, float alpha) {
-    switch (activation) {
-    case A2R_ACT_SILU: { /* whole vectors through a2r_vsilu (same result as the tail's) */
-        const a2r_vf vmu = a2r_vsplat(mu), va = a2r_vsplat(a), vsm = a2r_vsplat(sm);
-        int64_t i = 0;
-        for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS)
-            a2r_vstore(y + i, a2r_vsilu(A2R_VMADD(a2r_vload(x + i) - vmu, va, vsm)));
-        for (; i < n; i++) y[i] = a2r_silu1(A2R_MADD(x[i] - mu, a, sm));
-        break;
-    }
-    case A2R_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            const float v = A2R_MADD(x[i] - mu, a, sm);
-            y[i] = v > 0.0f ? v : 0.0f;
-        }
-        break;
-    case A2R_ACT_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            const float v = A2R_MADD(x[i] - mu, a, sm);
-            y[i] = v >= 0.0f ? v : alpha * v;
-        }
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++) y[i] = A2R_MADD(x[i] - mu, a, sm);
-    }
-}
+#include "norm_apply.h"
 
 /* Per-plane apply coefficients: y = (x - mu) * a + sm. a in float64 before rounding once. */
 typedef struct {
@@ -68,8 +39,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
                 const float a = (float)((double)style_std[p] / (double)content_std[p]);
-                apply(x + p * hw + b, y + p * hw + b, e - b, content_mean[p], a, style_mean[p],
-                      activation, alpha);
+                a2r_norm_apply(x + p * hw + b, y + p * hw + b, e - b, content_mean[p], a,
+                               style_mean[p], activation, alpha);
             }
         } else {
             a2r_publish_shared(x, hw, s, pieces, t);
@@ -81,7 +52,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                                               style_std[p], eps);
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
-                apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation, alpha);
+                a2r_norm_apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation,
+                               alpha);
             }
             /* Planes owned whole: statistics, then the apply while the plane is in L2. */
             for (int64_t p = s.p0; p <= s.p1; p++) {
@@ -90,7 +62,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 if (b != 0 || e != hw) continue;
                 const coeffs c = from_moments(a2r_range_moments(x + p * hw, hw),
                                               style_mean[p], style_std[p], eps);
-                apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation, alpha);
+                a2r_norm_apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation, alpha);
             }
         }
     }
