@@ -187,7 +187,7 @@ static void gf_quantity(const gf_t *g, int64_t q, const float *gp, const float *
 /* The horizontal pass reads its rows at every offset, and a 64-byte load at an offset not a
  * multiple of 16 floats always spans two cache lines (a 32-byte one half the time): at the AVX-512
  * level these loops run faster with 256-bit vectors (1024^2, r = 8, gray guide: the window sums
- * 0.26 -> 0.20 ns per pixel and quantity, the whole filter about 10%). */
+ * 0.26 -> 0.20 ns per pixel and quantity in isolation, the whole filter 5-10%). */
 #if defined(__AVX512F__)
 #define GF_HPASS __attribute__((target("prefer-vector-width=256")))
 #else
