@@ -251,23 +251,26 @@ def test_non_contiguous_and_byteswapped(rng):
 @pytest.mark.parametrize("gc", [1, 3])
 def test_running_sums_do_not_drift(native, rng, gc):
     """Huge values in the top rows, then [0, 1): once the windows have left the top rows, the
-    running column sums must be back to exact (float32 sums would keep errors of ~0.01)."""
+    running column sums must be back to exact (float32 sums never re-summed would keep errors of
+    ~0.01)."""
     g, s = _images(rng, 1500, 37, gc, 2)
     s[:8] += np.float32(1e6)
     got = ops.guided_filter(g, s, 3, 1e-2)
     np.testing.assert_allclose(got[40:], ref.guided_filter(g, s, 3, 1e-2)[40:], **FILTER)
 
 
-RESUM_ROWS = 32  # GF_RESUM_ROWS in kernel.c: gray-guide running sums are re-summed at multiples
+RESUM_ROWS = 32  # GF_RESUM_ROWS in float_band.h: float running sums are re-summed at multiples
 
 
+@pytest.mark.parametrize("gc", [1, 3])
 @pytest.mark.parametrize("start", [RESUM_ROWS - 4, RESUM_ROWS - 1, RESUM_ROWS, RESUM_ROWS + 1])
-def test_gray_resum_boundary(native, rng, start):
-    """Gray guide: float running sums. Three rows of 1e6 just before, at and after a re-sum row:
-    rows whose windows never saw them match from the start, and every row after the next re-sum
-    past them matches again (a missed or misplaced re-sum leaves errors of ~0.01)."""
+def test_resum_boundary(native, rng, start, gc):
+    """Float running sums (windows narrower than two periods, gray or colour guide). Three rows of
+    1e6 just before, at and after a re-sum row: rows whose windows never saw them match from the
+    start, and every row after the next re-sum past them matches again (a missed or misplaced
+    re-sum leaves errors of ~0.01)."""
     r = 3
-    g, s = _images(rng, 4 * RESUM_ROWS + 40, 29, 1, 1)
+    g, s = _images(rng, 4 * RESUM_ROWS + 40, 29, gc, 1)
     s[start:start + 3] += np.float32(1e6)
     got, want = ops.guided_filter(g, s, r, 1e-2), ref.guided_filter(g, s, r, 1e-2)
     clean_until = start - 2 * r  # stage-2 windows of these rows reach stage-1 rows < start - r
