@@ -14,7 +14,8 @@
 #include "moments.h"
 #include "norm_apply.h"
 
-static inline void keep(a2r_moments m, double *dst) {
+static void keep(void *moments, int64_t p, a2r_moments m) {
+    double *dst = (double *)moments + 2 * p;
     dst[0] = m.mean;
     dst[1] = m.m2;
 }
@@ -35,17 +36,7 @@ void A2R_KERNEL(a2r_adalin)(const float *x, int64_t n, int64_t c, int64_t hw,
     {
         const int t = A2R_THREAD_ID(), tn = A2R_THREAD_COUNT();
         const a2r_span s = a2r_thread_span(nc, hw, t, tn);
-        a2r_publish_shared(x, hw, s, pieces, t);
-        for (int64_t p = s.p0; p <= s.p1; p++) {
-            int64_t b, e;
-            a2r_span_piece(s, p, hw, &b, &e);
-            if (b == 0 && e == hw) keep(a2r_range_moments(x + p * hw, hw), moments + 2 * p);
-        }
-        #pragma omp barrier
-        for (int j = 0; j < 2; j++) {
-            const int64_t p = pieces[2 * t + j].plane;
-            if (p >= 0 && s.lo <= p * hw) keep(a2r_gather_shared(pieces, tn, p), moments + 2 * p);
-        }
+        a2r_span_plane_moments(x, hw, s, pieces, t, tn, keep, moments);
         #pragma omp barrier
         int64_t sample = -1;
         a2r_moments layer = a2r_moments_empty;

@@ -1,4 +1,4 @@
-/* moments.h - per-plane mean and biased variance, shared by channel_stats and adain (which
+/* moments.h - per-plane mean and biased variance, shared by channel_stats, adalin and adain (which
  * computes a plane's statistics and applies them while the plane is in cache).
  *
  * Accuracy without a float64 scalar loop (which does not vectorise without -ffast-math):
@@ -193,6 +193,28 @@ static inline a2r_moments a2r_gather_shared(const a2r_shared_piece *pieces, int 
     for (int i = 0; i < 2 * nt; i++)
         if (pieces[i].plane == p) m = a2r_moments_merge(m, pieces[i].m);
     return m;
+}
+
+/* Thread t of tn, inside a parallel region that every thread of it enters (it holds a barrier):
+ * the whole-plane moments of each plane that span s touches, handed to store(ctx, p, m) by exactly
+ * one thread: a plane within the span at once, a plane cut between threads (its pieces merged
+ * by a2r_gather_shared) after the barrier, by the thread holding its first element. pieces:
+ * 2 * tn, shared by the threads. */
+static inline void a2r_span_plane_moments(const float *x, int64_t hw, a2r_span s,
+                                          a2r_shared_piece *pieces, int t, int tn,
+                                          void (*store)(void *ctx, int64_t p, a2r_moments m),
+                                          void *ctx) {
+    a2r_publish_shared(x, hw, s, pieces, t);
+    for (int64_t p = s.p0; p <= s.p1; p++) {
+        int64_t b, e;
+        a2r_span_piece(s, p, hw, &b, &e);
+        if (b == 0 && e == hw) store(ctx, p, a2r_range_moments(x + p * hw, hw));
+    }
+    #pragma omp barrier
+    for (int j = 0; j < 2; j++) {
+        const int64_t p = pieces[2 * t + j].plane;
+        if (p >= 0 && s.lo <= p * hw) store(ctx, p, a2r_gather_shared(pieces, tn, p));
+    }
 }
 
 #endif
