@@ -2,6 +2,7 @@
 threads, alternating N and 1 after a warm-up run; the configured count is back after every run
 (also when a step raises); the outputs do not change with the choice."""
 import os
+import time
 import warnings
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from a2r_edge import _kernels
 from a2r_edge.model import NativeExecutor
-from a2r_edge.model.step_threads import SAMPLES, StepThreads
+from a2r_edge.model.step_threads import RECHECK, SAMPLES, StepThreads
 from a2r_edge.runtime import cpu
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "generators")
@@ -41,6 +42,27 @@ def test_measures_alternately_then_keeps_the_choice(two_threads):
         seen.clear()
         runner.run()
         assert seen == [("a", 1), ("b", 1)] and set(runner.choice) == {2}
+
+
+def test_the_first_choice_is_measured_again_once_and_that_one_kept(two_threads):
+    # a passing load while the plan is new: the step is slow at 2 threads in the first
+    # measurement only; its second measurement (RECHECK runs later) gives 2 threads for good
+    disturbed = [True]
+
+    def step():
+        time.sleep(0.02 if _kernels.num_threads() == 1 or disturbed[0] else 0.001)
+    runner = StepThreads([step])
+    for _ in range(1 + 2 * SAMPLES):
+        runner.run()
+    assert runner.choice[2] == [1]
+    disturbed[0] = False
+    for _ in range(RECHECK + 2 * SAMPLES):
+        runner.run()
+    assert runner.choice[2] == [2]
+    disturbed[0] = True                # no third measurement: the second choice stays
+    for _ in range(RECHECK + 2 * SAMPLES + 1):
+        runner.run()
+    assert runner.choice[2] == [2]
 
 
 def test_measuring_runs_alternate_counts(two_threads):
