@@ -24,7 +24,8 @@ cdef extern from "a2r_kernels.h" nogil:
                            float *stdv) noexcept
     void a2r_adain(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                    const float *style_std, const float *content_mean, const float *content_std,
-                   float eps, int activation, float alpha, float *y) noexcept
+                   float eps, int activation, float alpha, const float *residual,
+                   float *y) noexcept
     void a2r_adalin(const float *x, int64_t n, int64_t c, int64_t hw, const float *in_weight,
                     const float *ln_weight, const float *gamma, const float *beta,
                     float in_eps, float ln_eps, int activation, float alpha, double *moments,
@@ -116,17 +117,21 @@ def channel_stats(const float[::1] x, int64_t nc, int64_t hw, float eps, float[:
 
 def adain(const float[::1] x, int64_t nc, int64_t hw, const float[::1] style_mean,
           const float[::1] style_std, const float[::1] content_mean,
-          const float[::1] content_std, float eps, int activation, float alpha, float[::1] y):
+          const float[::1] content_std, float eps, int activation, float alpha, float[::1] y,
+          const float[::1] residual=None):
     """content_mean/content_std: None to compute the statistics in the kernel; activation: an
-    A2R_ACT_* code, alpha its leaky slope."""
+    A2R_ACT_* code, alpha its leaky slope; residual: None or nc*hw values added before it."""
     cdef const float *cm = NULL
     cdef const float *cs = NULL
+    cdef const float *r = NULL
     if content_mean is not None:
         cm = &content_mean[0]
         cs = &content_std[0]
+    if residual is not None:
+        r = &residual[0]
     with nogil:
         a2r_adain(&x[0], nc, hw, &style_mean[0], &style_std[0], cm, cs, eps, activation, alpha,
-                  &y[0])
+                  r, &y[0])
 
 
 def adalin(const float[::1] x, int64_t n, int64_t c, int64_t hw, const float[::1] in_weight,
@@ -312,12 +317,14 @@ def crop_add_at(size_t x, int64_t nc, int64_t xh, int64_t xw, int64_t top, int64
 
 def adain_at(size_t x, int64_t nc, int64_t hw, size_t style_mean, size_t style_std,
              size_t content_mean, size_t content_std, float eps, int activation, float alpha,
-             size_t y):
-    """adain with addresses; content_mean/content_std: 0 to compute the statistics here."""
+             size_t residual, size_t y):
+    """adain with addresses; content_mean/content_std: 0 to compute the statistics here;
+    residual: 0 for none."""
     with nogil:
         a2r_adain(<const float *>x, nc, hw, <const float *>style_mean,
                   <const float *>style_std, <const float *>content_mean,
-                  <const float *>content_std, eps, activation, alpha, <float *>y)
+                  <const float *>content_std, eps, activation, alpha,
+                  <const float *>residual, <float *>y)
 
 
 def adalin_at(size_t x, int64_t n, int64_t c, int64_t hw, size_t in_weight, size_t ln_weight,

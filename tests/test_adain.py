@@ -125,6 +125,32 @@ def test_relu_epilogues(native, rng, shape, given, act, alpha):
     np.testing.assert_array_equal(z, y)
 
 
+@pytest.mark.parametrize("given", [False, True], ids=["own_stats", "given_stats"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 7), (2, 3, 13, 17), (1, 3, 300, 257)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_residual_epilogue(native, rng, shape, given):
+    """A residual added before the activation (executor: InstanceNorm + Add), on every ISA level
+    and thread count, out of place and in place on the residual or on x."""
+    n, c = shape[:2]
+    x = (rng.standard_normal(shape) * 2 + 0.3).astype(np.float32)
+    r = rng.standard_normal(shape).astype(np.float32)
+    sm, ss = _style(rng, n, c, True)
+    stats = ops.channel_stats(x) if given else None
+    cm, cs = (s.reshape(-1) for s in stats) if given else (None, None)
+    hw = shape[2] * shape[3]
+    want = ACTS["leaky_relu"][1](ref.adain(x, sm, ss, content_stats=stats) + r, 0.2)
+    y = np.empty_like(x)
+    _kernels.adain(x.reshape(-1), n * c, hw, sm.reshape(-1), ss.reshape(-1), cm, cs, 1e-5,
+                   ACTS["leaky_relu"][0], 0.2, y.reshape(-1), r.reshape(-1))
+    np.testing.assert_allclose(y, want, **REDUCTION)
+    for target in ("residual", "x"):
+        xz, rz = x.copy(), r.copy()
+        out = rz if target == "residual" else xz
+        _kernels.adain(xz.reshape(-1), n * c, hw, sm.reshape(-1), ss.reshape(-1), cm, cs, 1e-5,
+                       ACTS["leaky_relu"][0], 0.2, out.reshape(-1), rz.reshape(-1))
+        np.testing.assert_array_equal(out, y)
+
+
 def test_nan_and_inf_do_not_crash(native, rng):
     x = rng.standard_normal((1, 3, 300, 301)).astype(np.float32)
     x[0, 0, 1, 2], x[0, 1, 299, 300] = np.nan, -np.inf

@@ -70,6 +70,32 @@ def test_conv_epilogue_fusions():
     assert p.fusions["conv_residual"] == 1 and p.fusions["conv_activation"] == 2
 
 
+def test_norm_residual_fusions(threads):
+    """InstanceNorm + Add of a same-shape tensor (+ an activation after it) -> one AdaIN node
+    with the residual added in its apply pass: a ResNet block's tail, its own input as the
+    residual, and a broadcast Add that must stay a node of its own."""
+    rng = np.random.default_rng(4)
+    b = Builder(rng, 4)
+
+    def inorm(t):
+        return b.node("InstanceNormalization", [t, b.const(rng.uniform(0.5, 2, 4)),
+                                                b.const(rng.standard_normal(4))])
+    skip = b.node("Relu", [b.conv("x", 4, 4)])
+    y = b.node("Relu", [b.node("Add", [skip, inorm(b.conv(skip, 4, 4))])])   # residual first
+    y = b.node("Add", [inorm(y), y])                   # the norm's own input as the residual
+    row = b.node("ReduceMean", [y], axes=[2], keepdims=1)   # (1, 4, 1, W): broadcast, kept
+    y = b.node("Add", [inorm(y), row])
+    m = b.model(y)
+    ex = NativeExecutor(m)
+    for hw in [(13, 17), (40, 33)]:
+        x = rng.standard_normal((1, 4) + hw).astype(np.float32)
+        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert p.fusions["norm_residual"] == 2 and p.fusions["instance_norm_to_adain"] == 3
+    assert [n.op for n in p.nodes].count("Add") == 1
+    assert ex.describe().count("+residual(") == 2
+
+
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 def test_activation_after_depth_to_space_joins_the_conv(threads, mode):
     """Conv -> DepthToSpace -> LeakyRelu runs as Conv(+LeakyRelu) -> DepthToSpace; a shuffle

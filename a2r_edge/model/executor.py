@@ -287,8 +287,8 @@ class _Plan:
                 w = nd.attrs["w"]
                 extra.append(f"{w.shape[2]}x{w.shape[3]} s{(nd.attrs.get('strides') or [1])[0]}"
                              f" g{nd.attrs.get('group', 1)} +bias")
-                if len(nd.inputs) > 1:
-                    extra.append(f"+residual({nd.inputs[1]})")
+            if nd.attrs.get("residual"):
+                extra.append(f"+residual({nd.attrs['residual']})")
             if nd.attrs.get("activation"):
                 extra.append(f"+{nd.attrs['activation']}")
             if nd.name in self.node_precision:

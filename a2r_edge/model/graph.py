@@ -220,7 +220,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
     x*Sigmoid(x) -> SiLU; DepthToSpace + activation -> activation + DepthToSpace (the activation
     is elementwise, the shuffle only moves values: so the activation can join the Conv before);
     Conv + per-channel Mul/Add constants -> weights/bias; Conv + Add of a same-shape tensor ->
-    residual; Conv/InstanceNorm/AdaIN/AdaLIN/GroupNormalization + activation and ConvTranspose
+    residual (InstanceNorm/AdaIN + Add likewise); Conv/InstanceNorm/AdaIN/AdaLIN/
+    GroupNormalization + activation and ConvTranspose
     (stacked form) + activation -> one node; Add of a crop (Pad of negative pads) -> one Add
     reading the crop's input (crop_add). A node is
     absorbed only when its input has no other reader and is not a graph output; the fused node
@@ -230,8 +231,8 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
     nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                  attrs=dict(n.attrs)) for n in graph.nodes]
     count = dict(silu=0, activation_before_shuffle=0, conv_bias=0, conv_scale=0,
-                 conv_residual=0, conv_activation=0, norm_activation=0, instance_norm_to_adain=0,
-                 add_of_crop=0)
+                 conv_residual=0, conv_activation=0, norm_activation=0, norm_residual=0,
+                 instance_norm_to_adain=0, add_of_crop=0)
     pos = {id(n): i for i, n in enumerate(nodes)}
     dead: set[int] = set()
     # live readers of each tensor, kept up to date by every rewrite below (linear fusion: no
@@ -314,6 +315,7 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
             n.attrs["w"], n.attrs["b"] = w, b
         else:
             n.attrs.setdefault("activation", None)
+        n.attrs.setdefault("residual", "")
         while True:
             m = sole_consumer(n.outputs[0])
             if m is None:
@@ -339,14 +341,14 @@ def fuse(graph: Graph, shapes: dict[str, tuple]) -> tuple[list[Node], dict[str, 
                         n.attrs["b"] = n.attrs["b"] * v
                         count["conv_scale"] += 1
                     done = True
-            elif n.op == "Conv" and act is None and m.op == "Add" and not n.attrs["residual"] \
-                    and other and other not in consts and other != out \
-                    and shapes[other] == shapes[out]:
+            elif n.op in ("Conv", "AdaIN") and act is None and m.op == "Add" \
+                    and not n.attrs["residual"] and other and other not in consts \
+                    and other != out and shapes[other] == shapes[out]:
                 n.attrs["residual"] = other
-                unlink(n)
-                n.inputs = n.inputs[:1] + [other]
+                unlink(n)   # Conv: (x, residual), its weights in attrs; AdaIN: 4th input
+                n.inputs = n.inputs[:1 if n.op == "Conv" else 3] + [other]
                 link(n)
-                count["conv_residual"] += 1
+                count["conv_residual" if n.op == "Conv" else "norm_residual"] += 1
                 done = True
             if not done:
                 break

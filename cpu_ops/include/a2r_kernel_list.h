@@ -59,8 +59,9 @@
     K(a, void, a2r_adain,                                                                       \
       (const float *x, int64_t nc, int64_t hw, const float *style_mean, const float *style_std,  \
        const float *content_mean, const float *content_std, float eps, int activation,           \
-       float alpha, float *y),                                                                  \
-      (x, nc, hw, style_mean, style_std, content_mean, content_std, eps, activation, alpha, y))
+       float alpha, const float *residual, float *y),                                           \
+      (x, nc, hw, style_mean, style_std, content_mean, content_std, eps, activation, alpha,     \
+       residual, y))
 
 #define A2R_OPS_adalin(K, a)                                                                    \
     K(a, void, a2r_adalin,                                                                      \

@@ -44,15 +44,17 @@ void a2r_postprocess(const float *x, int64_t h, int64_t w,
 void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps,
                        float *mean, float *stdv);
 
-/* adain: y = (x - mu) / sigma * style_std + style_mean per plane, then the fused activation
- * (A2R_ACT_*; alpha is the leaky slope, ignored by the others).
+/* adain: y = (x - mu) / sigma * style_std + style_mean per plane, plus residual (nc*hw values,
+ * NULL: none: a following Add fused), then the fused activation (A2R_ACT_*; alpha is the leaky
+ * slope, ignored by the others).
  *   content_mean/content_std: per-plane mu and sigma (sigma already includes eps), or both NULL to
  *   compute them here with the channel_stats rule (each plane's stats and apply share the cache).
- *   style_mean/style_std: nc values (the caller broadcasts (C,) to (N, C)). y may equal x. */
+ *   style_mean/style_std: nc values (the caller broadcasts (C,) to (N, C)). y may equal x or
+ *   residual. */
 void a2r_adain(const float *x, int64_t nc, int64_t hw,
                const float *style_mean, const float *style_std,
                const float *content_mean, const float *content_std,
-               float eps, int activation, float alpha, float *y);
+               float eps, int activation, float alpha, const float *residual, float *y);
 
 /* adalin: U-GAT-IT's adaptive layer-instance normalisation (AdaLIN, ILN) of x (n, c, hw), then
  * the fused activation (A2R_ACT_*), per plane p = (sample s, channel k):

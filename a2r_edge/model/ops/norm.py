@@ -7,7 +7,8 @@ and the per-channel affine as the style; fusion may add an activation), and Batc
 folded from its constant statistics at plan time).
 
 AdaIN node: inputs (x, style_mean, style_std), style_* of shape (C,) or (N, C), constants or
-graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/``alpha``.
+graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/``alpha`` and
+an optional fourth input, a residual of x's shape added before the activation (a following Add).
 
 AdaLIN node (internal: only the rewrite makes it): inputs (x, in_weight, ln_weight, gamma,
 beta), y = act((in_weight * IN(x) + ln_weight * LN(x)) * gamma + beta) with IN over H, W with
@@ -58,9 +59,11 @@ def _build_adain(n, graph, shapes, view, scratch):
             feeds.append((buf.reshape(nb, c), view(s)))
             stats.append(buf)
     sm, ss = stats
+    r = view(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] else None   # a fused Add
     run = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, h * w,
                                     sm.ctypes.data, ss.ctypes.data, 0, 0, eps, act, alpha,
-                                    y.ctypes.data), x, y, sm, ss)
+                                    0 if r is None else r.ctypes.data, y.ctypes.data),
+                  x, y, sm, ss, *([] if r is None else [r]))
     if not feeds:
         return run
 
@@ -81,8 +84,9 @@ def _build_instance_norm(n, graph, shapes, view, scratch):
 
 
 def _adain_reference(n, inputs):
-    x, sm, ss = inputs
-    return [ref.adain(x, sm, ss, float(n.attrs.get("epsilon", 1e-5))).astype(x.dtype)]
+    x, sm, ss, *residual = inputs
+    y = ref.adain(x, sm, ss, float(n.attrs.get("epsilon", 1e-5)))
+    return [(y + residual[0] if residual and residual[0] is not None else y).astype(x.dtype)]
 
 
 def _instance_norm_reference(n, inputs):
@@ -298,7 +302,7 @@ def _gn_build(n, graph, shapes, view, scratch):
 
     apply = keeping(functools.partial(_kernels.adain_at, x.ctypes.data, nb * c, hw,
                                       bias.ctypes.data, scale.ctypes.data, mean.ctypes.data,
-                                      std.ctypes.data, eps, act, alpha, y.ctypes.data),
+                                      std.ctypes.data, eps, act, alpha, 0, y.ctypes.data),
                     x, y, bias, scale, mean, std)
 
     def group_norm():

@@ -13,6 +13,9 @@
 #include "moments.h"
 #include "norm_apply.h"
 
+/* The residual from offset i on (NULL: none). */
+#define R(i) (residual ? residual + (i) : NULL)
+
 /* Per-plane apply coefficients: y = (x - mu) * a + sm. a in float64 before rounding once. */
 typedef struct {
     float mu, a, sm;
@@ -27,7 +30,7 @@ static inline coeffs from_moments(a2r_moments m, float style_mean, float style_s
 void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *style_mean,
                            const float *style_std, const float *content_mean,
                            const float *content_std, float eps, int activation, float alpha,
-                           float *y) {
+                           const float *residual, float *y) {
     const int nt = a2r_plane_threads(nc, hw);
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -39,7 +42,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
                 const float a = (float)((double)style_std[p] / (double)content_std[p]);
-                a2r_norm_apply(x + p * hw + b, y + p * hw + b, e - b, content_mean[p], a,
+                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, content_mean[p], a,
                                style_mean[p], activation, alpha);
             }
         } else {
@@ -52,7 +55,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                                               style_std[p], eps);
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
-                a2r_norm_apply(x + p * hw + b, y + p * hw + b, e - b, c.mu, c.a, c.sm, activation,
+                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, c.mu, c.a, c.sm,
+                               activation,
                                alpha);
             }
             /* Planes owned whole: statistics, then the apply while the plane is in L2. */
@@ -62,7 +66,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 if (b != 0 || e != hw) continue;
                 const coeffs c = from_moments(a2r_range_moments(x + p * hw, hw),
                                               style_mean[p], style_std[p], eps);
-                a2r_norm_apply(x + p * hw, y + p * hw, hw, c.mu, c.a, c.sm, activation, alpha);
+                a2r_norm_apply(x + p * hw, R(p * hw), y + p * hw, hw, c.mu, c.a, c.sm, activation,
+                               alpha);
             }
         }
     }

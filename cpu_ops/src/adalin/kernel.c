@@ -63,7 +63,7 @@ void A2R_KERNEL(a2r_adalin)(const float *x, int64_t n, int64_t c, int64_t hw,
             const float mu = (float)plane.mean;
             const double sm = beta[p] + g * wl * (plane.mean - layer.mean) +
                               a * ((double)mu - plane.mean);
-            a2r_norm_apply(x + p * hw + b, y + p * hw + b, e - b, mu, (float)a, (float)sm,
+            a2r_norm_apply(x + p * hw + b, NULL, y + p * hw + b, e - b, mu, (float)a, (float)sm,
                            activation, alpha);
         }
     }
