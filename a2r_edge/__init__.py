@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version as _version
 from . import _settings
 
 _settings.export_opencv_limit()  # before anything loads cv2: OpenCV reads its limit once
+_settings.export_openmp_waits()  # before anything loads the kernels (and libgomp with them)
 
 try:
     __version__ = _version("a2r_edge")

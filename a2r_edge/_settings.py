@@ -122,6 +122,23 @@ def export_opencv_limit() -> None:
     os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(limit))
 
 
+def export_openmp_waits() -> None:
+    """OpenMP threads sleep between kernels unless the user set the policy or the spin count:
+    OMP_WAIT_POLICY=PASSIVE after GOMP_SPINCOUNT spins. A spinning pool doubles the time of
+    stages that alternate with onnxruntime's pool; sleeping at once costs a futex wake-up per
+    kernel (50-90 us on a 2-vCPU VM). So libgomp first spins about as long as a wake-up costs,
+    then sleeps: kernels back to back find their threads awake, an idle pool sleeps soon.
+    The count is PAUSE instructions, whose length differs by CPU: 2000 was ~50 us on Zen 4 but
+    too short on a Sapphire Rapids core (the pix2pix fixture at 256^2, 19 small steps on 2
+    threads: 1.12 ms of steps at 2000, 0.83 at 10000, 0.80 with libgomp's own 300000), and
+    bench_interference's chain (onnxruntime and OpenMP taking turns) is the same at both:
+    10000.
+    libgomp reads both once, when it loads (with the kernels): a2r_edge calls this at import,
+    before any of its modules can load them."""
+    if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").upper() == "PASSIVE":
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
 def check_all() -> None:
     """Parse every run-time setting once: the command line calls this at start, so a
     malformed value is one line before any work, not one per picture. ValueError for the first

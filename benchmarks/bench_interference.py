@@ -1,5 +1,5 @@
-"""Interference between onnxruntime's thread pool and our OpenMP kernels (runtime/cpu.py,
-runtime/ort.py).
+"""Interference between onnxruntime's thread pool and our OpenMP kernels
+(_settings.export_openmp_waits, runtime/ort.py).
 
 The model's stages alternate between the two pools: encode (onnxruntime) -> AdaIN (OpenMP) ->
 decode (onnxruntime) -> guided filter (OpenMP). A pool that spins after its work keeps cores

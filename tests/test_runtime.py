@@ -58,17 +58,26 @@ def test_max_isa_setting_caps_the_level():
     assert rc == 0 and out.strip() == "baseline"
 
 
+@pytest.mark.parametrize("module", ["a2r_edge.ops", "a2r_edge.model", "a2r_edge._kernels"])
 @pytest.mark.parametrize("given,want", [
-    ({}, ("PASSIVE", "2000")),                                       # a2r_edge's defaults
+    ({}, ("PASSIVE", "10000")),                                      # a2r_edge's defaults
     ({"GOMP_SPINCOUNT": "0"}, ("PASSIVE", "0")),                     # the user's spin wins
     ({"OMP_WAIT_POLICY": "active"}, ("active", None)),               # no cap on a spinning pool
 ])
-def test_openmp_wait_settings(given, want):
-    """OpenMP threads sleep after a short spin unless the user set the policy or spin count
-    (both must be in the environment before libgomp loads, i.e. before the kernels import)."""
+def test_openmp_wait_settings(given, want, module):
+    """OpenMP threads sleep after a short spin unless the user set the policy or spin count.
+    Both must be in the environment before libgomp loads (with the kernels), whichever module
+    is imported first: read here at the moment the kernels' library is loaded."""
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    p = subprocess.run([sys.executable, "-c", "import os, a2r_edge.ops; print(repr(("
-                        "os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))))"],
+    probe = ("import os, sys\n"
+             "class Probe:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name == 'a2r_edge._kernels':\n"
+             "            print(repr((os.environ.get('OMP_WAIT_POLICY'), "
+             "os.environ.get('GOMP_SPINCOUNT'))))\n"
+             "sys.meta_path.insert(0, Probe())\n"
+             f"import {module}\n")
+    p = subprocess.run([sys.executable, "-c", probe],
                        capture_output=True, text=True, env={**base, **given}, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == repr(want)

@@ -6,25 +6,12 @@ Tests and benchmarks switch both with the ``using_isa`` / ``using_threads`` cont
 """
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Iterator
 
 from .. import _settings
+from .. import _kernels  # libgomp's wait settings: _settings.export_openmp_waits
 from . import threads
-
-# OpenMP threads sleep between kernels: a spinning pool doubles the time of stages that
-# alternate with onnxruntime's pool. Sleeping at once, though, costs a futex wake-up per kernel
-# (50-90 us on a 2-vCPU VM: channel_stats 64x128^2 took a median 101 us on 2 threads against
-# 82 us on 1), so libgomp first spins about as long as a wake-up costs (GOMP_SPINCOUNT 2000:
-# 50 us of PAUSE on Zen 4) and then sleeps: kernels back to back find their threads awake, an
-# idle pool is asleep within 50 us. Convert 256^2 on 2 threads, 4 alternating runs: 15.1-19.7 ->
-# 11.9-13.0 ms; bench_interference's chain unchanged. Both are read when libgomp loads; the
-# user's own settings win.
-if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").upper() == "PASSIVE":
-    os.environ.setdefault("GOMP_SPINCOUNT", "2000")
-
-from .. import _kernels  # noqa: E402  (after the OpenMP setting on purpose)
 
 ISA_LEVELS = _settings.ISA_LEVELS
 

@@ -24,8 +24,8 @@ them, costs each placement with measured figures, and keeps the best:
   minimises frame time. Ties keep fewer device changes, then the native backend.
 - threads: pools that run at the same time never sum to more than the cores. Stages on one
   device run one after another, so OpenMP and onnxruntime may each use every core (their waits
-  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0: runtime/cpu.py,
-  runtime/ort.py);
+  are passive: OMP_WAIT_POLICY=PASSIVE after a short spin, allow_spinning=0:
+  _settings.export_openmp_waits, runtime/ort.py);
   when a throughput plan overlaps a GPU with the CPU, one core is kept for the thread that
   drives the GPU.
 
