@@ -61,6 +61,9 @@ if IS_X86_64:
                            "-mavx2", "-mfma", "-mf16c", "-mprefer-vector-width=512"]
     # the dot products of conv2d_lowp (vdpbf16ps, vpdpbusd); the other ops' AVX-512 bodies
     ISA_FLAGS["avx512_bf16"] = ISA_FLAGS["avx512"] + ["-mavx512bf16", "-mavx512vnni"]
+    # + the AMX tile unit (conv2d_lowp's tdpbsud / tdpbf16ps); the other ops' AVX-512 bodies
+    ISA_FLAGS["avx512_amx"] = ISA_FLAGS["avx512_bf16"] + ["-mamx-tile", "-mamx-int8",
+                                                          "-mamx-bf16"]
 
 
 def _listed_kernels():

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-ISA_LEVELS = ("baseline", "avx2", "avx512", "avx512_bf16")
+ISA_LEVELS = ("baseline", "avx2", "avx512", "avx512_bf16", "avx512_amx")
 
 
 def _positive_int(text: str) -> int:
@@ -63,7 +63,8 @@ class Setting:
 SETTINGS = {s.name: s for s in (
     Setting("A2R_MAX_ISA", _choice(*ISA_LEVELS), None,
             "Highest CPU kernel level to use (baseline, avx2, avx512, avx512_bf16: AVX-512 "
-            "with the BF16 and VNNI dot products); default: the best this CPU and OS support."),
+            "with the BF16 and VNNI dot products, avx512_amx: and the AMX tile unit); default: "
+            "the best this CPU and OS support."),
     Setting("A2R_NUM_THREADS", _thread_count, None,
             "Threads for the native CPU kernels (1 .. 4x the CPUs); default: physical cores "
             "within the affinity mask and the cgroup CPU quota."),

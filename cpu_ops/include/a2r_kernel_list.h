@@ -33,7 +33,8 @@
     L(a, baseline, A2R_ISA_BASELINE)                                                            \
     L(a, avx2, A2R_ISA_AVX2)                                                                    \
     L(a, avx512, A2R_ISA_AVX512)                                                                \
-    L(a, avx512_bf16, A2R_ISA_AVX512_BF16)
+    L(a, avx512_bf16, A2R_ISA_AVX512_BF16)                                                      \
+    L(a, avx512_amx, A2R_ISA_AVX512_AMX)
 #else
 #define A2R_ISA_LEVELS(L, a) L(a, baseline, A2R_ISA_BASELINE)
 #endif

@@ -147,7 +147,8 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
  *                  over x_range = {lo, hi} (widened to hold 0; values outside are clamped to it)
  *                  at a2r_conv2d_lowp_u8_levels() levels: 255 with VNNI or in plain C, 127 where
  *                  vpmaddubsw would saturate its int16 pair sums. x_range is ignored for bf16.
- * The dot-product units (vdpbf16ps, vpdpbusd) are used at A2R_ISA_AVX512_BF16; lower levels
+ * The dot-product units (vdpbf16ps, vpdpbusd) are used at A2R_ISA_AVX512_BF16, the AMX tiles
+ * (tdpbf16ps, tdpbsud) at A2R_ISA_AVX512_AMX where a tap has 4+ channel lanes; lower levels
  * widen bf16 to fp32 and use vpmaddubsw (AVX2, AVX-512) or plain C (baseline).
  * Sizes are in bytes. Packing is valid at the ISA level it was made at (as a2r_conv2d_pack);
  * workspace is asked for at the active level and thread count (fewer slots: fewer threads).

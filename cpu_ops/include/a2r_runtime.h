@@ -15,8 +15,12 @@ extern "C" {
 #define A2R_ISA_AVX512 2   /* AVX-512 F/BW/VL/DQ */
 #define A2R_ISA_AVX512_BF16 3 /* + AVX512_BF16 and AVX512_VNNI (the dot products of conv2d_lowp;
                                * other ops run their AVX-512 body at this level) */
+#define A2R_ISA_AVX512_AMX 4  /* + AMX-TILE/INT8/BF16 with the OS's leave to use the tile data
+                               * (Linux: arch_prctl ARCH_REQ_XCOMP_PERM): conv2d_lowp's tile
+                               * products; other ops as at AVX512_BF16 */
 
-/* Best level this build has code for AND this CPU + OS support (XCR0 checked by libgcc). */
+/* Best level this build has code for AND this CPU + OS support (XCR0 checked by libgcc; for
+ * AMX here, and the tile-data permission asked of Linux once). */
 int a2r_best_isa(void);
 /* Select a level, clamped to a2r_best_isa(); returns the level now active. */
 int a2r_set_isa(int level);

@@ -7,18 +7,51 @@
 #include <omp.h>
 #endif
 
+#if defined(A2R_X86_VARIANTS) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#endif
+
 int a2r_active_isa = A2R_ISA_BASELINE;
 static int num_threads = 1;
+
+#if defined(A2R_X86_VARIANTS) && (defined(__GNUC__) || defined(__clang__))
+/* AMX-TILE, -INT8 and -BF16 (CPUID 7.0 EDX bits 24, 25, 22), the tile state enabled in XCR0
+ * (bits 17, 18) and, on Linux, the process's leave to use the tile data (asked once; granted
+ * to every thread of the process). Elsewhere no AMX. */
+static int amx_usable(void) {
+    static int usable = -1;
+    if (usable >= 0) return usable;
+    usable = 0;
+#ifdef __linux__
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1) || !(d >> 24 & 1) ||
+        !(d >> 25 & 1))
+        return usable;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return usable; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo >> 17 & 3) != 3) return usable;
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18) */
+    usable = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#endif
+    return usable;
+}
+#endif
 
 int a2r_best_isa(void) {
 #if defined(A2R_X86_VARIANTS) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni")
-                   ? A2R_ISA_AVX512_BF16
-                   : A2R_ISA_AVX512;
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512vnni"))
+            return A2R_ISA_AVX512;
+        return amx_usable() ? A2R_ISA_AVX512_AMX : A2R_ISA_AVX512_BF16;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return A2R_ISA_AVX2;
 #endif

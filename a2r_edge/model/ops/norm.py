@@ -3,8 +3,9 @@ style_std = scale, style_mean = B; fusion turns one into the other), AdaLIN (U-G
 instance/layer norm mix, made by model/rewrite.py from the decomposed pattern), LayerNormalization
 (planes normalised by the native AdaIN kernel with style (0, 1), then the affine),
 GroupNormalization (the groups' statistics, then one AdaIN pass with them as each channel's
-and the per-channel affine as the style; fusion may add an activation), and BatchNormalization in inference form (one multiply-add per channel,
-folded from its constant statistics at plan time).
+and the per-channel affine as the style; fusion may add an activation), and BatchNormalization
+in inference form (one multiply-add per channel, folded from its constant statistics at plan
+time).
 
 AdaIN node: inputs (x, style_mean, style_std), style_* of shape (C,) or (N, C), constants or
 graph inputs; attribute ``epsilon`` (default 1e-5); after fusion ``activation``/``alpha`` and

@@ -16,6 +16,9 @@
  *   - otherwise (a 1x1 stride-2 conv, say) the tile's NR-pixel panels are gathered (im2col)
  *     tap by tap and converted.
  * The micro-kernel accumulates an MR x NR tile in registers (fp32 for bf16, int32 for int8);
+ * at avx512_amx in AMX tiles instead (amx_blocks: two row blocks at once), where one tap's
+ * channel lanes split into equal chunks of 4-16 lanes (kc): weights packed per (tap, chunk) as
+ * mr x kc tiles, the B rows of a chunk one strip plane (or panel row block) apart;
  * the epilogue (dequantisation for int8, bias, residual, activation) writes y once per row block.
  * At bf16, 3x3 stride-1 convs with enough channels take Winograd F(2,3) instead
  * (winograd_bf16.h: 2.25x fewer multiplies, the same micro-kernel on transformed operands).
@@ -38,12 +41,34 @@
 #define MAX_STRIP_PANELS 64
 #define MIN_STRIP_OUT_ROWS 4      /* thinner tiles re-convert the halo rows too often */
 #define ALIGN 64
+#ifdef LOWP_AMX
+#define C_ROWS (2 * MR) /* the C tile holds two row blocks (amx_blocks) */
+#else
+#define C_ROWS MR
+#endif
 
 typedef struct {
     int64_t oh, ow, p, cg, og, d, cd, taps, kd, mr, og_pad, nt, q, wq, srows, phases;
     int64_t strip_lanes, slot; /* slot: bytes per thread */
+    int64_t kc;       /* AMX: channel lanes per tile product (a divisor of cd), 0: no AMX */
+    int64_t cl_lanes; /* lanes between the B rows of consecutive channel lanes of one tap */
     int implicit, int8;
 } geometry;
+
+/* The AMX chunk: the largest divisor of cd up to 16 lanes (a tile row is 64 bytes), so that
+ * one tile configuration serves the call; none below 4 lanes (16 int8 or 8 bf16 channels),
+ * where a tile product does no more than vpdpbusd (measured on a Sapphire Rapids core, 8 x 16
+ * C tiles from L1: 4 lanes 1.3, 8 lanes 2.6, 16 lanes 3.7 Tops/s int8 against 0.86 for the
+ * vector micro-kernel). */
+static int64_t amx_lanes(int64_t cd) {
+#ifdef LOWP_AMX
+    for (int64_t k = A2R_MIN(cd, 16); k >= 4; k--)
+        if (cd % k == 0) return k;
+#else
+    (void)cd;
+#endif
+    return 0;
+}
 
 static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
     geometry g;
@@ -77,6 +102,7 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
         g.srows = strip_rows(s, g.wq, g.nt);
         /* + NR: the last panel reads past its row */
         g.strip_lanes = g.cd * g.phases * g.srows * g.wq + NR;
+        g.cl_lanes = g.phases * g.srows * g.wq;
     } else {
         g.q = g.p;
         panels = B_TILE_BYTES / (4 * g.kd * NR);
@@ -85,10 +111,12 @@ static geometry geometry_of(const a2r_conv2d_shape *s, int precision) {
         g.nt = panels * NR;
         g.srows = 0;
         g.strip_lanes = g.kd * g.nt;
+        g.cl_lanes = g.taps * NR;
     }
-    /* slot: B lanes | C tile (MR x nt, fp32 or int32) | tap offsets (kd int32) | D rows of
+    g.kc = amx_lanes(g.cd);
+    /* slot: B lanes | C tile (C_ROWS x nt, fp32 or int32) | tap offsets (kd int32) | D rows of
      * max(w, NR) floats (gathered rows; the implicit path's channels past cg) */
-    g.slot = round_up(4 * g.strip_lanes, ALIGN) + round_up(4 * MR * g.nt, ALIGN) +
+    g.slot = round_up(4 * g.strip_lanes, ALIGN) + round_up(4 * C_ROWS * g.nt, ALIGN) +
              round_up(4 * g.kd, ALIGN) +
              round_up(4 * g.d * A2R_MAX(A2R_MAX(s->w, g.wq), NR), ALIGN) + ALIGN;
     return g;
@@ -380,7 +408,78 @@ static inline void mk_int8(const int mr, int64_t kd, const uint32_t *restrict a,
 #endif
 }
 
-/* One panel of one row block: the right kernel for precision and g->mr. */
+#ifdef LOWP_AMX
+_Static_assert(NR == 32, "amx_blocks covers a panel with two 16-pixel C tiles");
+
+/* Tiles: 0-1 C of the first row block, 2-3 of the second (mr x 16 pixels each, int32 or
+ * fp32), 4-5 A (mr output channels x kc weight lanes, one per row block), 6-7 B (kc channel
+ * lanes x 16 pixels). Four independent accumulators, each A and B tile used twice. Loaded
+ * once per thread and call, released after. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+static void amx_configure(const geometry *g) {
+    amx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = (uint8_t)(t >= 6 ? g->kc : g->mr);
+        cfg.colsb[t] = (uint16_t)(t == 4 || t == 5 ? 4 * g->kc : 64);
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* C[i*ldc + t] (i < nb*mr: nb = 1 or 2 consecutive row blocks, t < NR) = sum over taps and
+ * chunks of A . B as block_kernel: s8 weights x u8 activations (tdpbsud) or bf16 pairs
+ * (tdpbf16ps). a: the first row block's weights, (tap, chunk) after (tap, chunk), each mr x kc
+ * lanes; the second block's follow mr*kd lanes later. */
+static inline void amx_blocks(const geometry *g, int nb, const uint32_t *a,
+                              const uint32_t *b, const int32_t *off, void *c, int64_t ldc) {
+    const int64_t chunks = g->cd / g->kc, stride = 4 * g->cl_lanes, step = g->mr * g->kc;
+    const uint32_t *a2 = a + g->mr * g->kd;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t tap = 0; tap < g->taps; tap++)
+        for (int64_t ch = 0; ch < chunks; ch++, a += step, a2 += step) {
+            const int64_t k = ch * g->kc * g->taps + tap; /* K is (channel lane, tap) */
+            const uint32_t *bk = off ? b + off[k] : b + k * NR;
+            _tile_loadd(6, bk, stride);
+            _tile_loadd(7, bk + 16, stride);
+            _tile_loadd(4, a, 4 * g->kc);
+            if (g->int8) {
+                _tile_dpbsud(0, 4, 6);
+                _tile_dpbsud(1, 4, 7);
+            } else {
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+            }
+            if (nb == 2) {
+                _tile_loadd(5, a2, 4 * g->kc);
+                if (g->int8) {
+                    _tile_dpbsud(2, 5, 6);
+                    _tile_dpbsud(3, 5, 7);
+                } else {
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+        }
+    char *c1 = (char *)c + 4 * g->mr * ldc;
+    _tile_stored(0, c, 4 * ldc);
+    _tile_stored(1, (char *)c + 64, 4 * ldc);
+    if (nb == 2) {
+        _tile_stored(2, c1, 4 * ldc);
+        _tile_stored(3, c1 + 64, 4 * ldc);
+    }
+}
+#endif
+
+/* One panel of one row block: the vector kernel for precision and g->mr. */
 static inline void block_kernel(const geometry *g, const uint32_t *a, const uint32_t *b,
                                 const int32_t *off, void *c, int64_t ldc) {
     if (g->int8) {
@@ -451,7 +550,7 @@ extern int a2r_conv2d_algo;
  * keeps the clear wins and leaves the break-even 32 -> 32 direct. Without it (bf16 widened to
  * fp32, the GEMM the bottleneck) Winograd wins from 16 channels: avx2 16 -> 16 0.85 vs 1.00,
  * 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08; avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs
- * 3.08. */
+ * 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
 #ifdef LOWP_DOT
 #define WINO_MIN_C 24
 #define WINO_MIN_O 24
@@ -461,16 +560,17 @@ extern int a2r_conv2d_algo;
 #define WINO_MIN_O 16
 #define WINO_MIN_CO 256
 #endif
-static int use_winograd(const a2r_conv2d_shape *s, int precision) {
+static int use_winograd(const a2r_conv2d_shape *s, const geometry *g, int precision) {
     if (precision != A2R_PREC_BF16 || !wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT)
         return 0;
     return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD ||
-           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO);
+           (!g->kc && s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO);
 }
 
 /* ---- entry points ---- */
 
-/* Packed: per group, og_pad/mr blocks of kd steps of mr lanes; bf16 then appends Winograd's U
+/* Packed: per group, og_pad/mr blocks of kd steps of mr lanes (with AMX tiles: of taps x cd/kc
+ * chunks of mr x kc lanes); bf16 then appends Winograd's U
  * where it can run (either path can be chosen at run time from the same packing); int8 appends
  * sw[o] (float) and sum qw[o] (int32) for the s->o output channels. */
 int64_t A2R_KERNEL(a2r_conv2d_lowp_packed_size)(const a2r_conv2d_shape *s, int precision) {
@@ -488,6 +588,31 @@ int64_t A2R_KERNEL(a2r_conv2d_lowp_workspace_size)(const a2r_conv2d_shape *s, in
 
 int A2R_KERNEL(a2r_conv2d_lowp_u8_levels)(void) { return A2R_U8_LEVELS; }
 
+/* The packed lane of output channel oc (a padding row past the group's channels when !real:
+ * zero), channel lane cl, tap: its D weights rounded (bf16) or quantised (int8, counted into
+ * wsum[oc]). */
+static uint32_t weight_lane(const a2r_conv2d_shape *s, const geometry *g, const float *w,
+                            const float *wscale, int32_t *wsum, int64_t oc, int real,
+                            int64_t cl, int64_t tap) {
+    uint32_t lane = 0;
+    for (int64_t r = 0; r < g->d && real; r++) {
+        const int64_t ci = cl * g->d + r;
+        if (ci >= g->cg) break;
+        const float v = w[(oc * g->cg + ci) * g->taps + tap];
+        if (g->int8) {
+            float q = v / wscale[oc];
+            q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
+            const int32_t qi = (int32_t)__builtin_roundf(q);
+            wsum[oc] += qi;
+            lane |= ((uint32_t)qi & 0xffu) << (8 * r);
+        } else {
+            lane |= to_bf16(v) << (16 * r);
+        }
+    }
+    (void)s;
+    return lane;
+}
+
 void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
                                       const float *restrict w, void *packed) {
     const geometry g = geometry_of(s, precision);
@@ -504,28 +629,23 @@ void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
             wsum[o] = 0;
         }
     for (int64_t gi = 0; gi < s->groups; gi++)
-        for (int64_t ob = 0; ob < g.og_pad / g.mr; ob++)
-            for (int64_t cl = 0; cl < g.cd; cl++)
+        for (int64_t ob = 0; ob < g.og_pad / g.mr; ob++) {
+            const int64_t o0 = gi * g.og + ob * g.mr, orows = A2R_MIN(g.mr, g.og - ob * g.mr);
+            if (g.kc) {
                 for (int64_t tap = 0; tap < g.taps; tap++)
-                    for (int64_t i = 0; i < g.mr; i++) {
-                        const int64_t o = ob * g.mr + i, oc = gi * g.og + o;
-                        uint32_t lane = 0;
-                        for (int64_t r = 0; r < g.d && o < g.og; r++) {
-                            const int64_t ci = cl * g.d + r;
-                            if (ci >= g.cg) break;
-                            const float v = w[(oc * g.cg + ci) * g.taps + tap];
-                            if (g.int8) {
-                                float q = v / wscale[oc];
-                                q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
-                                const int32_t qi = (int32_t)__builtin_roundf(q);
-                                wsum[oc] += qi;
-                                lane |= ((uint32_t)qi & 0xffu) << (8 * r);
-                            } else {
-                                lane |= to_bf16(v) << (16 * r);
-                            }
-                        }
-                        *lanes++ = lane;
-                    }
+                    for (int64_t c0 = 0; c0 < g.cd; c0 += g.kc)
+                        for (int64_t i = 0; i < g.mr; i++)
+                            for (int64_t cl = c0; cl < c0 + g.kc; cl++)
+                                *lanes++ = weight_lane(s, &g, w, wscale, wsum, o0 + i,
+                                                       i < orows, cl, tap);
+            } else {
+                for (int64_t cl = 0; cl < g.cd; cl++)
+                    for (int64_t tap = 0; tap < g.taps; tap++)
+                        for (int64_t i = 0; i < g.mr; i++)
+                            *lanes++ = weight_lane(s, &g, w, wscale, wsum, o0 + i,
+                                                   i < orows, cl, tap);
+            }
+        }
     if (!g.int8 && wino_able(s)) wino_pack(s, w, lanes);
 }
 
@@ -536,7 +656,7 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
                                  int64_t workspace_bytes, float *restrict y) {
     const geometry g = geometry_of(s, precision);
     const uint32_t *wl = (const uint32_t *)packed;
-    if (use_winograd(s, precision)) {
+    if (use_winograd(s, &g, precision)) {
         wino_conv(s, &g, x, wl + g.og_pad * g.kd, bias, residual, act, alpha, workspace,
                   workspace_bytes, y);
         return;
@@ -564,10 +684,13 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
         slot += (ALIGN - (uintptr_t)slot % ALIGN) % ALIGN;
         uint32_t *bt = (uint32_t *)slot;
         void *ct = slot + round_up(4 * g.strip_lanes, ALIGN);
-        int32_t *off = (int32_t *)((char *)ct + round_up(4 * MR * g.nt, ALIGN));
+        int32_t *off = (int32_t *)((char *)ct + round_up(4 * C_ROWS * g.nt, ALIGN));
         float *rows = (float *)((char *)off + round_up(4 * g.kd, ALIGN));
         if (g.implicit) /* tap (cl, i, j) of column q reads strip[off + q] */
             strip_tap_offsets(s, g.cd, g.srows, g.wq, off);
+#ifdef LOWP_AMX
+        if (g.kc) amx_configure(&g);
+#endif
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t chunk = it % chunks, tile = (it / chunks) % tiles;
@@ -585,16 +708,22 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
             } else {
                 gather_panels(s, &g, xg, p0, np, npan, aq, rows, bt);
             }
-            for (int64_t ob = b0; ob < b1; ob++) {
+            for (int64_t ob = b0, nb = 1; ob < b1; ob += nb) {
                 const uint32_t *wb = wg + ob * g.mr * g.kd;
+                nb = g.kc && ob + 1 < b1 ? 2 : 1; /* AMX: two row blocks share each B tile */
                 for (int64_t pan = 0; pan < npan; pan++) {
                     void *cp = (char *)ct + 4 * pan * NR;
-                    if (g.implicit)
-                        block_kernel(&g, wb, strip0 + pan * NR, off, cp, g.nt);
-                    else
-                        block_kernel(&g, wb, bt + pan * g.kd * NR, NULL, cp, g.nt);
+                    const uint32_t *b = g.implicit ? strip0 + pan * NR : bt + pan * g.kd * NR;
+                    const int32_t *boff = g.implicit ? off : NULL;
+#ifdef LOWP_AMX
+                    if (g.kc) {
+                        amx_blocks(&g, (int)nb, wb, b, boff, cp, g.nt);
+                        continue;
+                    }
+#endif
+                    block_kernel(&g, wb, b, boff, cp, g.nt);
                 }
-                const int64_t o1 = A2R_MIN((ob + 1) * g.mr, g.og);
+                const int64_t o1 = A2R_MIN((ob + nb) * g.mr, g.og);
                 for (int64_t o = ob * g.mr; o < o1; o++) {
                     const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
                     const float bo = bias ? bias[oc] : 0.0f;
@@ -619,6 +748,9 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
                 }
             }
         }
+#ifdef LOWP_AMX
+        if (g.kc) _tile_release();
+#endif
     }
 }
 
@@ -626,9 +758,10 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
  * The ceiling of the conv's inner loop without the memory system: mk_bf16 / mk_int8 (their
  * full MR x NR tile) run over PEAK_KD lane steps of A (8 KB of weights) while every step reads
  * the same NR-lane B row (offset table of zeros), so A and B stay in L1; the C tile is written
- * once per PEAK_KD steps. */
+ * once per PEAK_KD steps. At avx512_amx the tile products instead (amx_blocks). */
 #define PEAK_KD 256
 
+#ifndef LOWP_AMX
 /* One precision per function, not inlined: with both kernels inlined into one OpenMP body GCC
  * spilled all but four of the int8 accumulators (measured 76 instead of ~400 Gop/s). */
 __attribute__((noinline)) static float peak_rounds(int int8, int64_t rounds, const uint32_t *a,
@@ -647,6 +780,33 @@ __attribute__((noinline)) static float peak_rounds(int int8, int64_t rounds, con
     }
     return total;
 }
+#endif
+
+#ifdef LOWP_AMX
+/* With AMX tiles: amx_blocks over two row blocks of PEAK_KD / 2 lanes in 16-lane chunks of one
+ * tap, every chunk reading the same 16 B rows (offsets 0, rows NR lanes apart): as many
+ * multiply-adds per round as the vector kernel's. */
+__attribute__((noinline)) static float amx_peak_rounds(int int8, int64_t rounds,
+                                                       const uint32_t *a, const uint32_t *b,
+                                                       const int32_t *off, float *c) {
+    geometry g;
+    memset(&g, 0, sizeof g);
+    g.int8 = int8;
+    g.mr = MR;
+    g.kc = 16;
+    g.cd = g.kd = PEAK_KD / 2; /* two row blocks of PEAK_KD / 2 lanes: the same A bytes */
+    g.taps = 1;
+    g.cl_lanes = NR;
+    amx_configure(&g);
+    float total = 0.0f;
+    for (int64_t r = 0; r < rounds; r++) {
+        amx_blocks(&g, 2, a, b, off, c, NR);
+        total += int8 ? (float)((const int32_t *)c)[r % (MR * NR)] : c[r % (MR * NR)];
+    }
+    _tile_release();
+    return total;
+}
+#endif
 
 double A2R_KERNEL(a2r_lowp_peak)(int precision, int64_t iters, float *sink) {
     const int nthr = a2r_num_threads(), int8 = precision == A2R_PREC_INT8;
@@ -657,12 +817,19 @@ double A2R_KERNEL(a2r_lowp_peak)(int precision, int64_t iters, float *sink) {
         uint32_t a[PEAK_KD * MR] __attribute__((aligned(64)));
         uint32_t b[4 * NR] __attribute__((aligned(64)));
         int32_t off[PEAK_KD];
-        float c[MR * NR] __attribute__((aligned(64)));
+        float c[C_ROWS * NR] __attribute__((aligned(64)));
         /* bf16: about 1e-3 x 1 per product; int8: small bytes (no int32 overflow) */
         for (int i = 0; i < PEAK_KD * MR; i++) a[i] = int8 ? 0x01010101u : 0x3a833a83u;
         for (int t = 0; t < 4 * NR; t++) b[t] = int8 ? 0x01010101u : 0x3f803f80u;
         for (int k = 0; k < PEAK_KD; k++) off[k] = (int32_t)(k % 4 * NR);
+#ifdef LOWP_AMX
+        uint32_t bt[16 * NR] __attribute__((aligned(64)));
+        for (int t = 0; t < 16 * NR; t++) bt[t] = b[t % (4 * NR)];
+        for (int k = 0; k < PEAK_KD; k++) off[k] = 0;
+        total += amx_peak_rounds(int8, rounds, a, bt, off, c);
+#else
         total += peak_rounds(int8, rounds, a, b, off, c);
+#endif
     }
     *sink = total;
     /* multiply-adds per lane per row and step: 2 (bf16 pair) or 4 (int8 quad); 2 ops each */

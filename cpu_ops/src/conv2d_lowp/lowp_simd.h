@@ -6,6 +6,9 @@
  * an A step is mr lanes, one per output channel, broadcast to every pixel lane.
  *
  * Register tile (MR output channels x NR = NV*VL pixels):
+ *   avx512_amx  two row blocks at once, 2 x (8 x 32) as four 8 x 16 C tiles (kernel.c
+ *               amx_blocks) where a tap has at least 4 channel lanes; otherwise 8 x 32 as
+ *               avx512_bf16.
  *   avx512_bf16 8 x 48: 24 zmm accumulators + 3 B + 1 broadcast. bf16: vdpbf16ps (2 MACs per
  *               lane per instruction, fp32 accumulation); int8: vpdpbusd (u8 x s8, 4 MACs per
  *               lane, int32 accumulation). Compiled with -mavx512bf16 -mavx512vnni.
@@ -26,7 +29,11 @@
 #include <immintrin.h>
 #define VL 16
 #define MR 8
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AMX_BF16__)
+#define NV 2 /* 32 pixels: two 16-pixel C tiles per row block (kernel.c amx_blocks) */
+#else
 #define NV 3
+#endif
 typedef __m512 vf_t;
 typedef __m512i vi_t;
 #define vf_zero() _mm512_setzero_ps()
@@ -41,6 +48,9 @@ typedef __m512i vi_t;
 #define bf16_hi(v) _mm512_castsi512_ps(_mm512_and_si512((v), _mm512_set1_epi32((int)0xffff0000u)))
 #if defined(__AVX512BF16__) && defined(__AVX512VNNI__)
 #define LOWP_DOT 1
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AMX_BF16__)
+#define LOWP_AMX 1 /* kernel.c: the tile products where a tap has enough channel lanes */
+#endif
 #define bf16_dot(acc, a, b) _mm512_dpbf16_ps((acc), (__m512bh)(a), (__m512bh)(b))
 #define u8s8_dot(acc, b, a, ones) _mm512_dpbusd_epi32((acc), (b), (a))
 #else
