@@ -38,6 +38,24 @@ def test_matches_reference(native, rng, attrs, hw):
     np.testing.assert_allclose(ex.run(x), want, **ELEMENTWISE)
 
 
+@pytest.mark.parametrize("attrs", MODES[:2] + [dict(mode="nearest")],
+                         ids=["asymmetric-floor", "round_prefer_ceil", "default"])
+@pytest.mark.parametrize("factor", [(2, 2), (3, 2), (2, 3), (1, 2)], ids=lambda f: "x".join(
+    map(str, f)))
+@pytest.mark.parametrize("hw", [(1, 1), (7, 13), (33, 64)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_nearest_upscale_copies_exactly(native, rng, attrs, factor, hw):
+    """Nearest enlargement (the kernel's copy path: doubled columns, rows copied from the row
+    before): the reference's values exactly, NaN included, at every row split."""
+    (h, w), (fh, fw) = hw, factor
+    out = (1, 2, fh * h, fw * w)
+    ex = NativeExecutor(resize_model(out, **attrs), strict=True)
+    x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    node = Node("Resize", "r", ["x", "", "", "sizes"], ["y"], attrs)
+    (want,) = ops.spec("Resize").reference(node, [x, None, None, np.asarray(out, np.int64)])
+    np.testing.assert_array_equal(ex.run(x), want)
+
+
 def test_refusals_name_the_reason():
     for attrs, why in [(dict(mode="area"), "mode 'area'"),
                        (dict(mode="linear", coordinate_transformation_mode="crop"), "crop")]:

@@ -75,7 +75,8 @@ void a2r_silu(const float *x, float *y, int64_t n);
  * Resize of the executor: model/ops/resize.py makes the tables).
  *   rows[r, j] = sum_{k<ky} wy[k*oh + o] * x[plane, iy[k*oh + o], j]        r = plane*oh + o
  *   y[r, p]    = sum_{k<kx} wx[k*ow + p] * rows[r, ix[k*ow + p]]
- * iy in [0, h), ix in [0, w); rows: nc*oh*w floats of scratch; ky, kx >= 1. */
+ * iy in [0, h), ix in [0, w); rows: nc*oh*w floats of scratch (not touched when both axes
+ * have one tap of weight 1: nearest); ky, kx >= 1. */
 void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                 int64_t ky, const int64_t *iy, const float *wy, int64_t kx, const int64_t *ix,
                 const float *wx, float *rows, float *y);
