@@ -65,14 +65,20 @@ def _build_adain(n, graph, shapes, view, scratch):
                                     sm.ctypes.data, ss.ctypes.data, 0, 0, eps, act, alpha,
                                     0 if r is None else r.ctypes.data, y.ctypes.data),
                   x, y, sm, ss, *([] if r is None else [r]))
+    return _fed(run, feeds)
+
+
+def _fed(run, feeds):
+    """``run``, each call first copying the run-time inputs (graph-input statistics or affine
+    parameters) into the plan-owned buffers it reads: feeds, (buffer, input view) pairs."""
     if not feeds:
         return run
 
-    def adain():
+    def step():
         for dst, src in feeds:
             np.copyto(dst, src)
         run()
-    return adain
+    return step
 
 
 def _as_adain(n):
@@ -144,14 +150,7 @@ def _adalin_build(n, graph, shapes, view, scratch):
                                     beta.ctypes.data, in_eps, ln_eps, act, alpha,
                                     moments.ctypes.data, y.ctypes.data),
                   x, y, wi, wl, gamma, beta, moments)
-    if not feeds:
-        return run
-
-    def adalin():
-        for dst, src in feeds:
-            np.copyto(dst, src)
-        run()
-    return adalin
+    return _fed(run, feeds)
 
 
 def _adalin_reference(n, inputs):

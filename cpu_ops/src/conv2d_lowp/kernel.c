@@ -432,6 +432,13 @@ static void amx_configure(const geometry *g) {
     _tile_loadconfig(&cfg);
 }
 
+/* C tile c += A tile a . B tile b (tile numbers: immediates): int8 s8 x u8, or bf16 pairs. */
+#define TILE_DOT(int8, c, a, b)                                                                 \
+    do {                                                                                        \
+        if (int8) _tile_dpbsud(c, a, b);                                                        \
+        else _tile_dpbf16ps(c, a, b);                                                           \
+    } while (0)
+
 /* C[i*ldc + t] (i < nb*mr: nb = 1 or 2 consecutive row blocks, t < NR) = sum over taps and
  * chunks of A . B as block_kernel: s8 weights x u8 activations (tdpbsud) or bf16 pairs
  * (tdpbf16ps). a: the first row block's weights, (tap, chunk) after (tap, chunk), each mr x kc
@@ -451,22 +458,12 @@ static inline void amx_blocks(const geometry *g, int nb, const uint32_t *a,
             _tile_loadd(6, bk, stride);
             _tile_loadd(7, bk + 16, stride);
             _tile_loadd(4, a, 4 * g->kc);
-            if (g->int8) {
-                _tile_dpbsud(0, 4, 6);
-                _tile_dpbsud(1, 4, 7);
-            } else {
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-            }
+            TILE_DOT(g->int8, 0, 4, 6);
+            TILE_DOT(g->int8, 1, 4, 7);
             if (nb == 2) {
                 _tile_loadd(5, a2, 4 * g->kc);
-                if (g->int8) {
-                    _tile_dpbsud(2, 5, 6);
-                    _tile_dpbsud(3, 5, 7);
-                } else {
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
-                }
+                TILE_DOT(g->int8, 2, 5, 6);
+                TILE_DOT(g->int8, 3, 5, 7);
             }
         }
     char *c1 = (char *)c + 4 * g->mr * ldc;
