@@ -47,7 +47,7 @@ class Engine:
     precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto"
     (per stage the fastest that keeps the quality guard against fp32; model/precision.py),
     measured on ``calibration`` (uint8 BGR pictures; default: the bundled sample) at
-    construction. ``precisions`` and plan.describe() say what each stage runs at and why. A
+    construction; with backend None the ONNX stages then run on the native backend. ``precisions`` and plan.describe() say what each stage runs at and why. A
     precision this machine or backend cannot run falls back to fp32 with one warning
     (strict=True: ValueError); an unknown one is a ValueError.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
@@ -68,6 +68,10 @@ class Engine:
             raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = tiling.check_tile(tile, self.model.stride)
+        if backend is None and precision in ("bf16", "int8", "auto"):
+            # reduced precision is the native executor's: its ONNX stages stay there, not on
+            # onnxruntime because a calibration run measured it faster at fp32
+            backend = "native"
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)

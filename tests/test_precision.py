@@ -248,6 +248,22 @@ def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
     assert sum("running fp32" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_engine_keeps_reduced_precision_stages_native(monkeypatch):
+    """With backend None a reduced precision keeps the ONNX stages on the native backend, even
+    where the scheduler (here a stand-in for a calibration run that measured onnxruntime faster
+    at fp32) would have put them on onnxruntime: strict bf16 then runs, not refuses."""
+    from a2r_edge import engine as engine_mod
+    real = engine_mod.make_plan
+
+    def onnxruntime_faster(stages, device, backend, unsupported, **kw):
+        return real(stages, device, backend or "onnxruntime", unsupported, **kw)
+    monkeypatch.setattr(engine_mod, "make_plan", onnxruntime_faster)
+    assert Engine(cache_mb=0).plan.backend_of("encode") == "onnxruntime"
+    engine = Engine(precision="bf16", strict=True, cache_mb=0)
+    assert {engine.plan.backend_of(s) for s in ("encode", "decode")} == {"native"}
+    assert set(engine.precisions) == {"encode", "decode"}
+
+
 # --- the generator families of tests/fixtures/generators (seeded random weights) -------------
 
 GENERATORS = {"cyclegan_resnet": (32, 48), "pix2pix_unet": (64, 32), "ugatit_light": (32, 40),
