@@ -15,7 +15,9 @@
     default precision and onnxruntime fp32;
   - a MatMul by a constant weight around ops/matmul.py's low-precision threshold: the 1x1-conv
     form at bf16/int8 against numpy's fp32 product (the same executor at fp32).
-Nothing is asserted on time; the summary prints the ratios and whether each goal was met.
+The native plans are settled first (conftest.settle: their per-step thread choice final, before
+a peer runs). Nothing is asserted on time; the summary prints the ratios and whether each goal
+was met.
 
     python -m pytest benchmarks/bench_precision.py -k "generator and 1thr"
 """
@@ -30,7 +32,7 @@ from a2r_edge import Engine, _kernels, ops
 from a2r_edge.model import NativeExecutor
 from a2r_edge.model import precision as prec
 from a2r_edge.runtime import cpu, measure
-from conftest import compare
+from conftest import compare, settle
 from onnx import TensorProto, helper, numpy_helper
 from straightforward import converter, stage_runner
 
@@ -112,6 +114,7 @@ def test_network_stage(benchmark, threads, stage, peer):
     x = stage_input(stage, 512)
     ex = NativeExecutor(str(MODEL / f"{stage}.onnx"), precision="auto")
     ours = ex.run(x).copy()
+    settle(lambda: ex.run(x))
     other = stage_runner(MODEL / f"{stage}.onnx", threads, peer)
     theirs = other(x)
     assert ours.shape == theirs.shape and np.abs(ours - theirs).max() < 0.25
@@ -126,6 +129,7 @@ def test_network_stage(benchmark, threads, stage, peer):
 def test_convert_auto(benchmark, threads, size, peer):
     img = cv2.resize(cv2.imread(str(SAMPLE)), size, interpolation=cv2.INTER_CUBIC)
     eng = Engine(cache_mb=0, precision="auto")  # chosen (or read back) on the bundled sample
+    settle(lambda: eng.convert(img))
     plain = converter(MODEL, threads, peer)
     assert np.abs(eng.convert(img).astype(int) - plain(img)).mean() < 3  # the same work
     chosen = ",".join(f"{k}:{v['precision']}" for k, v in eng.precisions.items())
@@ -157,9 +161,11 @@ def test_generator_auto(benchmark, threads, name, peer):
         warnings.simplefilter("ignore", RuntimeWarning)   # nodes placed on onnxruntime
         ex = NativeExecutor(path, precision="auto")
         ours = ex.run(x).copy()
+        settle(lambda: ex.run(x))
         if peer == "fp32":
             plain = NativeExecutor(path)
             other = plain.run
+            settle(lambda: plain.run(x))
         else:
             other = stage_runner(path, threads, peer)
     theirs = other(x)

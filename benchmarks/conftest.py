@@ -31,6 +31,16 @@ def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
     return measure.median_time(fn, rounds=rounds, warmup=warmup, budget_s=float("inf"))
 
 
+def settle(run) -> None:
+    """Runs a native plan until its per-step thread choice is final (model/step_threads.py:
+    measured on the first runs and once more RECHECK runs later), before any peer runs: the
+    comparison is of the steady state a stream or a batch sees, and a peer's pool still
+    spinning after its first run cannot make those measurements choose 1 thread."""
+    from a2r_edge.model import step_threads
+    for _ in range(step_threads.RECHECK + 4 * step_threads.SAMPLES + 2):
+        run()
+
+
 def copy_bandwidth(threads: int, nbytes: int = 64 << 20) -> float:
     """Measured copy bandwidth in bytes/s of an ``nbytes`` array (measure.copy_bandwidth), anew
     beside each comparison with the op's own footprint: on a shared machine it drifts between
