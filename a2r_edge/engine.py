@@ -47,7 +47,8 @@ class Engine:
     precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto"
     (per stage the fastest that keeps the quality guard against fp32; model/precision.py),
     measured on ``calibration`` (uint8 BGR pictures; default: the bundled sample) at
-    construction; with backend None the ONNX stages then run on the native backend. ``precisions`` and plan.describe() say what each stage runs at and why. A
+    construction; with backend None the ONNX stages then run on the native backend.
+    ``precisions`` and plan.describe() say what each stage runs at and why. A
     precision this machine or backend cannot run falls back to fp32 with one warning
     (strict=True: ValueError); an unknown one is a ValueError.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
