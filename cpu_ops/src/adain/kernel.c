@@ -42,8 +42,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
                 const float a = (float)((double)style_std[p] / (double)content_std[p]);
-                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, content_mean[p], a,
-                               style_mean[p], activation, alpha);
+                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b,
+                               content_mean[p], a, style_mean[p], activation, alpha);
             }
         } else {
             a2r_publish_shared(x, hw, s, pieces, t);
@@ -55,9 +55,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                                               style_std[p], eps);
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
-                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, c.mu, c.a, c.sm,
-                               activation,
-                               alpha);
+                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, c.mu, c.a,
+                               c.sm, activation, alpha);
             }
             /* Planes owned whole: statistics, then the apply while the plane is in L2. */
             for (int64_t p = s.p0; p <= s.p1; p++) {
