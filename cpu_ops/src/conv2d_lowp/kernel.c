@@ -56,10 +56,11 @@ typedef struct {
 } geometry;
 
 /* The AMX chunk: the largest divisor of cd up to 16 lanes (a tile row is 64 bytes), so that
- * one tile configuration serves the call; none below 4 lanes (16 int8 or 8 bf16 channels),
- * where a tile product does no more than vpdpbusd (measured on a Sapphire Rapids core, 8 x 16
- * C tiles from L1: 4 lanes 1.3, 8 lanes 2.6, 16 lanes 3.7 Tops/s int8 against 0.86 for the
- * vector micro-kernel). */
+ * one tile configuration serves the call; none below 4 lanes (16 int8 or 8 bf16 channels): a
+ * tile product's cost does not shrink with its K, so thinner ones do no more than vpdpbusd.
+ * At 4 lanes it still pays on a Sapphire Rapids core, 3x3 at 256^2, 1 thread, against the
+ * vector kernel (tools/compare_builds.py --conv 16,16,256,1,1,int8 --conv 8,8,256,1,1,bf16
+ * with the build before this level): int8 16 -> 16 0.88 -> 0.80 ms, bf16 8 -> 8 0.82 -> 0.38. */
 static int64_t amx_lanes(int64_t cd) {
 #ifdef LOWP_AMX
     for (int64_t k = A2R_MIN(cd, 16); k >= 4; k--)
@@ -208,8 +209,9 @@ static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
 
 /* Implicit path: strip[((cl*sh + py)*sw + px)*srows + r)*wq + col] = lane of channels D*cl..
  * at padded row (r0 + r)*sh + py, padded column col*sw + px (zero outside the image).
- * Each source row is converted to lanes once and then dealt to its sw column phases (at stride
- * 2 converting per phase read every float twice, strided: 3x the stride-1 time per multiply).
+ * Each source row is converted to lanes once and then dealt to its sw column phases; converting
+ * per phase read every float twice, strided (int8 16 -> 24 stride 2 at 512^2, 1 thread, on a
+ * Sapphire Rapids core: 3.80 -> 2.30 ms, tools/compare_builds.py --conv 16,24,512,2,1,int8).
  * tmp: D*max(w, wq) floats, here w lanes. */
 static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
                        int64_t r0, act_quant aq, float *restrict tmp, uint32_t *restrict strip) {
@@ -588,9 +590,8 @@ int A2R_KERNEL(a2r_conv2d_lowp_u8_levels)(void) { return A2R_U8_LEVELS; }
 /* The packed lane of output channel oc (a padding row past the group's channels when !real:
  * zero), channel lane cl, tap: its D weights rounded (bf16) or quantised (int8, counted into
  * wsum[oc]). */
-static uint32_t weight_lane(const a2r_conv2d_shape *s, const geometry *g, const float *w,
-                            const float *wscale, int32_t *wsum, int64_t oc, int real,
-                            int64_t cl, int64_t tap) {
+static uint32_t weight_lane(const geometry *g, const float *w, const float *wscale,
+                            int32_t *wsum, int64_t oc, int real, int64_t cl, int64_t tap) {
     uint32_t lane = 0;
     for (int64_t r = 0; r < g->d && real; r++) {
         const int64_t ci = cl * g->d + r;
@@ -606,7 +607,6 @@ static uint32_t weight_lane(const a2r_conv2d_shape *s, const geometry *g, const 
             lane |= to_bf16(v) << (16 * r);
         }
     }
-    (void)s;
     return lane;
 }
 
@@ -633,14 +633,14 @@ void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
                     for (int64_t c0 = 0; c0 < g.cd; c0 += g.kc)
                         for (int64_t i = 0; i < g.mr; i++)
                             for (int64_t cl = c0; cl < c0 + g.kc; cl++)
-                                *lanes++ = weight_lane(s, &g, w, wscale, wsum, o0 + i,
-                                                       i < orows, cl, tap);
+                                *lanes++ = weight_lane(&g, w, wscale, wsum, o0 + i, i < orows,
+                                                       cl, tap);
             } else {
                 for (int64_t cl = 0; cl < g.cd; cl++)
                     for (int64_t tap = 0; tap < g.taps; tap++)
                         for (int64_t i = 0; i < g.mr; i++)
-                            *lanes++ = weight_lane(s, &g, w, wscale, wsum, o0 + i,
-                                                   i < orows, cl, tap);
+                            *lanes++ = weight_lane(&g, w, wscale, wsum, o0 + i, i < orows, cl,
+                                                   tap);
             }
         }
     if (!g.int8 && wino_able(s)) wino_pack(s, w, lanes);
