@@ -69,7 +69,7 @@ class Engine:
             raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = tiling.check_tile(tile, self.model.stride)
-        if backend is None and precision in ("bf16", "int8", "auto"):
+        if backend is None and precision != "fp32":   # (an unknown one: ValueError below)
             # reduced precision is the native executor's: its ONNX stages stay there, not on
             # onnxruntime because a calibration run measured it faster at fp32
             backend = "native"
