@@ -23,6 +23,16 @@ def ort_run(m, x):
     return OrtSession(m.SerializeToString(), threads=1).run({"x": x})[0]
 
 
+def like_onnxruntime(m, rng, sizes):
+    """The native executor of m and its plan for the last of sizes ((C, H, W) each), after its
+    output matched onnxruntime's at every size."""
+    ex = NativeExecutor(m)
+    for size in sizes:
+        x = rng.standard_normal((1,) + size).astype(np.float32)
+        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    return ex, ex.plan_for({"x": x.shape})
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_random_graphs_match_onnxruntime(seed, threads):
     m = random_graph(seed)
@@ -85,12 +95,7 @@ def test_norm_residual_fusions(threads):
     y = b.node("Add", [inorm(y), y])                   # the norm's own input as the residual
     row = b.node("ReduceMean", [y], axes=[2], keepdims=1)   # (1, 4, 1, W): broadcast, kept
     y = b.node("Add", [inorm(y), row])
-    m = b.model(y)
-    ex = NativeExecutor(m)
-    for hw in [(13, 17), (40, 33)]:
-        x = rng.standard_normal((1, 4) + hw).astype(np.float32)
-        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
-    p = ex.plan_for({"x": x.shape})
+    ex, p = like_onnxruntime(b.model(y), rng, [(4, 13, 17), (4, 40, 33)])
     assert p.fusions["norm_residual"] == 2 and p.fusions["instance_norm_to_adain"] == 3
     assert [n.op for n in p.nodes].count("Add") == 1
     assert ex.describe().count("+residual(") == 2
@@ -141,12 +146,7 @@ def test_add_of_a_crop_is_one_pass(threads):
     y = b.node("Add", [pad(y, [0, -1, 0, 0, 0, 0, 0, 0]),           # a crop of channels
                        b.node("Relu", [pad(y, [0, 0, 0, 0, 0, -1, 0, 0])])])
     y = b.node("Add", [pad(y, [0, 0, 1, 0, 0, 0, 0, -1]), b.const(np.float32(0.5))])  # pads
-    m = b.model(y)
-    ex = NativeExecutor(m)
-    for hw in [(17, 23), (12, 12)]:
-        x = rng.standard_normal((1, 4) + hw).astype(np.float32)
-        np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
-    p = ex.plan_for({"x": x.shape})
+    ex, p = like_onnxruntime(b.model(y), rng, [(4, 17, 23), (4, 12, 12)])
     assert p.fusions["add_of_crop"] == 2 and p.fusions["conv_residual"] == 1
     # read twice, the second crop of an Add, the residual, two of channels, the padding one
     assert [n.op for n in p.nodes].count("Pad") == 6
