@@ -3,12 +3,14 @@
 On a shared box the load drifts: each build runs in its own process, alternately, several rounds,
 and the best time of each is kept (CPU time and wall time). Measured: Engine.convert of a
 512x512 picture with the bundled model and every stage native, at 1 and 2 kernel threads, and
-each ``--conv C,O,SIDE[,STRIDE[,GROUPS]]`` (3x3, pad 1, 1 thread: a single kernel's change).
+each ``--conv C,O,SIDE[,STRIDE[,GROUPS[,PRECISION]]]`` (3x3, pad 1, 1 thread: a single kernel's
+change; precision fp32, bf16 or int8, the int8 input range that of its standard normal input).
 
     git worktree add /tmp/old <commit>
     (cd /tmp/old && A2R_WITH_CUDA=0 python setup.py build_ext --inplace)
     python tools/compare_builds.py /tmp/old .
     python tools/compare_builds.py /tmp/old . --conv 16,24,512,2 --conv 64,64,128,1,64
+    python tools/compare_builds.py /tmp/old . --conv 32,32,128,1,1,int8
 
 Both trees must have their native extension built in place (``python setup.py build_ext
 --inplace``). Nothing is asserted: the lines say what was measured.
@@ -54,13 +56,17 @@ for threads in (1, 2):
         out[f"convert 512x512, {threads} thread(s)"] = best(lambda: eng.convert(img), runs)
 rng = np.random.default_rng(0)
 for spec in sys.argv[3:]:
-    c, o, side, stride, groups = (list(map(int, spec.split(","))) + [1, 1])[:5]
-    conv = ops.Conv2d(rng.standard_normal((o, c // groups, 3, 3)).astype(np.float32),
-                      stride=stride, pad=1, groups=groups)
+    fields = spec.split(",")
+    precision = fields.pop() if not fields[-1].isdigit() else "fp32"
+    c, o, side, stride, groups = (list(map(int, fields)) + [1, 1])[:5]
     x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    conv = ops.Conv2d(rng.standard_normal((o, c // groups, 3, 3)).astype(np.float32),
+                      stride=stride, pad=1, groups=groups, precision=precision,
+                      act_range=(float(x.min()), float(x.max())) if precision == "int8" else None)
+    y = np.empty(conv.output_shape(x.shape), np.float32)
     with using_threads(1):
-        out[f"conv {c}->{o} {side}^2 stride {stride} groups {groups}, 1 thread"] = best(
-            lambda: conv(x), 3 * runs)
+        out[f"conv {c}->{o} {side}^2 stride {stride} groups {groups} {precision}, 1 thread"] = \
+            best(lambda: conv(x, out=y), 3 * runs)
 print(json.dumps(out))
 """
 
@@ -71,7 +77,8 @@ def main() -> int:
     ap.add_argument("new", help="the other tree")
     ap.add_argument("--rounds", type=int, default=3, help="processes per tree, alternating")
     ap.add_argument("--runs", type=int, default=7, help="timed conversions per process")
-    ap.add_argument("--conv", action="append", default=[], metavar="C,O,SIDE[,STRIDE[,GROUPS]]",
+    ap.add_argument("--conv", action="append", default=[],
+                    metavar="C,O,SIDE[,STRIDE[,GROUPS[,PRECISION]]]",
                     help="also time this 3x3 convolution (repeatable)")
     args = ap.parse_args()
     trees = [os.path.abspath(args.old) + os.sep, os.path.abspath(args.new) + os.sep]
