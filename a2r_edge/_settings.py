@@ -130,10 +130,11 @@ def export_openmp_waits() -> None:
     kernel (50-90 us on a 2-vCPU VM). So libgomp first spins about as long as a wake-up costs,
     then sleeps: kernels back to back find their threads awake, an idle pool sleeps soon.
     The count is PAUSE instructions, whose length differs by CPU: 2000 was ~50 us on Zen 4 but
-    too short on a Sapphire Rapids core (the pix2pix fixture at 256^2, 19 small steps on 2
-    threads: 1.12 ms of steps at 2000, 0.83 at 10000, 0.80 with libgomp's own 300000), and
-    bench_interference's chain (onnxruntime and OpenMP taking turns) is the same at both:
-    10000.
+    too short on a Sapphire Rapids core (the pix2pix fixture, 19 small steps, on 2 threads:
+    1.36 / 4.70 ms at 256^2 / 512^2 with 2000, 1.22 / 3.80 with 10000; GOMP_SPINCOUNT=2000
+    python -m pytest -s -c benchmarks/pytest.ini benchmarks/bench_generators.py -k "pix2pix
+    and 2thr", and without it), and bench_interference's chain (onnxruntime and OpenMP taking
+    turns) is the same at both: 10000.
     libgomp reads both once, when it loads (with the kernels): a2r_edge calls this at import,
     before any of its modules can load them."""
     if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").upper() == "PASSIVE":
