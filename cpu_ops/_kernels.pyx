@@ -62,11 +62,12 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_conv2d_lowp_pack(const a2r_conv2d_shape *s, int precision, const float *w,
                               void *packed) noexcept
     int64_t a2r_conv2d_lowp_workspace_size(const a2r_conv2d_shape *s, int precision) noexcept
-    void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const float *x,
+    void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const void *x, int x_u8,
                          const void *packed, const float *x_range, const float *bias,
                          const float *residual, int activation, float alpha, void *workspace,
-                         int64_t workspace_bytes, float *y) noexcept
+                         int64_t workspace_bytes, void *y, const float *y_range) noexcept
     int a2r_conv2d_lowp_u8_levels() noexcept
+    int a2r_conv2d_lowp_takes_u8(const a2r_conv2d_shape *s, int precision) noexcept
     double a2r_lowp_peak(int precision, int64_t iters, float *sink) noexcept
     double a2r_fma_peak(int64_t iters, float *sink) noexcept
     int a2r_guided_filter(const float *guide, int64_t gc, const float *src, int64_t sc,
@@ -245,23 +246,37 @@ def conv2d_lowp_workspace_size(tuple shape, int precision):
     return a2r_conv2d_lowp_workspace_size(&s, precision)
 
 
-def conv2d_lowp(tuple shape, int precision, const float[::1] x, const uint8_t[::1] packed,
-                float lo, float hi, const float[::1] bias, const float[::1] residual,
-                int activation, float alpha, uint8_t[::1] workspace, float[::1] y):
-    """bias, residual: None when absent; lo, hi: the int8 activation range (ignored by bf16)."""
+def conv2d_lowp(tuple shape, int precision, const uint8_t[::1] x, bint x_u8,
+                const uint8_t[::1] packed, float lo, float hi, const float[::1] bias,
+                const float[::1] residual, int activation, float alpha, uint8_t[::1] workspace,
+                uint8_t[::1] y, tuple y_range):
+    """x, y: the bytes of the arrays (float32, or uint8 levels: x_u8, y_range given); bias,
+    residual, y_range: None when absent; lo, hi: the int8 activation range (ignored by bf16)."""
     cdef a2r_conv2d_shape s = _conv_shape(shape)
     cdef float x_range[2]
+    cdef float out_range[2]
+    cdef const float *yr = NULL
     cdef const float *b = NULL
     cdef const float *r = NULL
     x_range[0] = lo
     x_range[1] = hi
+    if y_range is not None:
+        out_range[0] = y_range[0]
+        out_range[1] = y_range[1]
+        yr = out_range
     if bias is not None:
         b = &bias[0]
     if residual is not None:
         r = &residual[0]
     with nogil:
-        a2r_conv2d_lowp(&s, precision, &x[0], &packed[0], x_range, b, r, activation, alpha,
-                        &workspace[0], workspace.shape[0], &y[0])
+        a2r_conv2d_lowp(&s, precision, &x[0], x_u8, &packed[0], x_range, b, r, activation,
+                        alpha, &workspace[0], workspace.shape[0], &y[0], yr)
+
+
+def conv2d_lowp_takes_u8(tuple shape, int precision):
+    """Whether conv2d_lowp takes uint8 levels as x for this shape (int8, implicit path)."""
+    cdef a2r_conv2d_shape s = _conv_shape(shape)
+    return bool(a2r_conv2d_lowp_takes_u8(&s, precision))
 
 
 def conv2d_lowp_u8_levels():

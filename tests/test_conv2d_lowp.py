@@ -216,6 +216,64 @@ def test_int8_calibrated_range_clamps(native, rng):
     np.testing.assert_array_equal(conv(x2), y1)
 
 
+# producer (c, o, kernel, stride, pad, groups, residual), consumer (o2, kernel, stride, pad,
+# dilation, groups): every consumer reads its strip of lanes (takes_u8)
+U8_CHAINS = [
+    ((3, 16, 3, 1, 1, 1, False), (24, 3, 2, 1, 1, 1)),   # the bundled encoder's stem
+    ((16, 24, 3, 2, 1, 1, True), (32, 3, 2, 1, 1, 1)),   # residual into u8; stride 2 both
+    ((8, 7, 1, 1, 0, 1, False), (9, 3, 1, 2, 2, 1)),     # channel tail of 3 (7 = 4 + 3), dilated
+    ((12, 12, 3, 1, 1, 3, False), (6, 5, 1, 2, 1, 2)),   # groups on both sides
+    ((32, 64, 3, 1, 1, 1, False), (64, 3, 1, 1, 1, 1)),  # AMX chunks of 16 lanes
+]
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("chain", U8_CHAINS, ids=lambda c: f"{c[0][0]}-{c[0][1]}-{c[1][0]}")
+def test_int8_u8_between_layers_is_bit_exact(native, rng, chain, act):
+    """A layer writing u8 levels on the next layer's grid (out_range) and that layer reading them
+    (a uint8 x) give bit for bit the next layer's output from the float32 tensor, outliers
+    beyond the calibrated range clamped alike; at 1/4 of the float32 bytes."""
+    (c, o, k, s, p, g, with_res), (o2, k2, s2, p2, d2, g2) = chain
+    x, wt, b = make(rng, 1, c, 23, 30, o, k, g)
+    first = ops.Conv2d(wt, b, stride=s, pad=p, groups=g, activation=act, alpha=0.2,
+                       precision="int8", act_range=(-2.5, 3.0))
+    mid_shape = first.output_shape(x.shape)
+    res = rng.standard_normal(mid_shape).astype(np.float32) if with_res else None
+    mid = first(x, residual=res)
+    lo, hi = np.quantile(mid, [0.01, 0.97])   # the grid clamps a few values on each side
+    w2 = make(rng, 1, o, 1, 1, o2, k2, g2)[1]
+    second = ops.Conv2d(w2, None, stride=s2, pad=p2, dilation=d2, groups=g2, precision="int8",
+                        act_range=(float(lo), float(hi)))
+    assert second.takes_u8(mid.shape)
+    levels = first(x, residual=res, out_range=(lo, hi))
+    assert levels.dtype == np.uint8 and levels.shape == mid.shape
+    assert levels.min() == 0 or lo >= 0
+    assert levels.max() == _kernels.conv2d_lowp_u8_levels()
+    np.testing.assert_array_equal(second(levels), second(mid))
+
+
+def test_u8_activations_refused_where_they_cannot_run(rng):
+    x, wt, b = make(rng, 1, 8, 16, 16, 8, 3)
+    int8 = ops.Conv2d(wt, b, pad=1, precision="int8", act_range=(-3, 3))
+    levels = int8(x, out_range=(-1, 1))
+    gathered = ops.Conv2d(wt[:, :, :1, :1], b, stride=2, precision="int8", act_range=(-1, 1))
+    unranged = ops.Conv2d(wt, b, pad=1, precision="int8")
+    for conv in (ops.Conv2d(wt, b, pad=1), ops.Conv2d(wt, b, pad=1, precision="bf16"),
+                 unranged, gathered):
+        assert not conv.takes_u8(levels.shape)
+        with pytest.raises(TypeError, match="a uint8 x needs precision='int8' with an act_range"):
+            conv(levels)
+    for conv in (ops.Conv2d(wt, b, pad=1), ops.Conv2d(wt, b, pad=1, precision="bf16")):
+        with pytest.raises(ValueError, match="out_range applies to precision='int8' only"):
+            conv(x, out_range=(0, 1))
+        with pytest.raises(ValueError, match="out_range applies to precision='int8' only"):
+            conv.bind(x, out=np.empty((1, 8, 16, 16), np.uint8), out_range=(0, 1))
+    with pytest.raises(ValueError, match="out must be a C-contiguous uint8 array"):
+        int8(x, out=np.empty((1, 8, 16, 16), np.float32), out_range=(-1, 1))
+    with pytest.raises(ValueError, match="act_range"):
+        int8(x, out_range=(1, 0))
+
+
 def test_packing_follows_isa(rng):
     """One low-precision Conv2d used at every ISA level: each level gets its own packing."""
     from a2r_edge.runtime import cpu

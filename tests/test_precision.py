@@ -144,8 +144,9 @@ def test_auto_falls_back_to_fp32_when_everything_fails(rng):
     assert ex.precision == "fp32"
 
 
-def two_conv_model(w1, w2):
-    """x -> Conv(w1) -> Conv(w2), 3x3 pad 1, no bias, as an ONNX model (bytes)."""
+def two_conv_model(w1, w2, expose_h=False):
+    """x -> Conv(w1) -> Conv(w2), 3x3 pad 1, no bias, as an ONNX model (bytes); expose_h: the
+    tensor h between them is a graph output too."""
     c = w1.shape[1]
     inits = [numpy_helper.from_array(w.astype(np.float32), n) for w, n in ((w1, "w1"), (w2, "w2"))]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="first", kernel_shape=[3, 3],
@@ -155,10 +156,36 @@ def two_conv_model(w1, w2):
     g = helper.make_graph(nodes, "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, "H", "W"])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                         [1, w2.shape[0], "H", "W"])], inits)
+                                                         [1, w2.shape[0], "H", "W"])]
+                          + ([helper.make_tensor_value_info("h", TensorProto.FLOAT,
+                                                            [1, w1.shape[0], "H", "W"])]
+                             if expose_h else []), inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m.SerializeToString()
+
+
+def test_int8_convs_keep_u8_between_them(native, rng):
+    """Conv -> Conv at int8: the plan keeps the tensor between them as u8 levels on the second
+    conv's grid (a quarter of its arena bytes), and the output is bit for bit that of the plan
+    where the tensor must stay float32 (also a graph output)."""
+    if "int8" not in prec.runnable():
+        pytest.skip("int8 does not run here")
+    w1 = (rng.standard_normal((16, 8, 3, 3)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((12, 16, 3, 3)) / 12).astype(np.float32)
+    calib, x = (rng.standard_normal((1, 8, 21, 34)).astype(np.float32) for _ in range(2))
+    linked, exposed = NativeExecutor(two_conv_model(w1, w2)), \
+        NativeExecutor(two_conv_model(w1, w2, expose_h=True))
+    ranges = prec.calibrate_ranges(linked, [calib])
+    for ex in (linked, exposed):
+        ex.set_precision("int8", ranges)
+    got = linked.run(x)
+    np.testing.assert_array_equal(got, exposed.run_many({"x": x})["y"])
+    assert "1 kept as u8 between int8 convolutions" in linked.describe()
+    assert "'first'" in next(ln for ln in linked.describe().splitlines() if "->u8" in ln)
+    assert "0 kept as u8" in exposed.describe()
+    h_floats = 16 * x.shape[2] * x.shape[3]
+    assert linked.arena_bytes() < 4 * (x.size + h_floats / 2)   # x and a quarter of h
 
 
 @pytest.fixture
@@ -186,6 +213,7 @@ def test_per_layer_fallback_keeps_only_the_failing_conv(one_failing_conv):
     assert prec.psnr(ex.run(x), want) >= GUARD_PSNR_DB["int8"] + prec.FALLBACK_MARGIN_DB
     assert "convolutions at int8 (1 of 2 at fp32: below the per-layer check)" in ex.describe()
     assert "1 of 2 convolutions kept at fp32" in entry["reason"]
+    assert "0 kept as u8" in ex.describe()   # the fp32 conv writes float32 for the int8 one
     ex.set_precision("int8")  # no fallback: the first conv at int8 loses the signal
     assert prec.psnr(ex.run(x), want) < GUARD_PSNR_DB["int8"]
 

@@ -204,6 +204,7 @@ class _Plan:
                                    last=i, shape=shp))
                 ids.append(len(groups) - 1)
             scratch_ids.append(ids)
+        self.u8 = self._u8_links(nodes, shapes, outs, cons, loc, groups)
         # Lifetimes and offsets
         buffers, arena_groups = [], []
         for gi, grp in enumerate(groups):
@@ -232,6 +233,8 @@ class _Plan:
             grp = groups[g]
             flat = grp["external"].reshape(-1) if grp["external"] is not None else \
                 self.arena[grp["offset"]:grp["offset"] + grp["size"]]
+            if t in self.u8:
+                return flat.view(np.uint8)[:size(t)].reshape(shapes[t])
             return flat[off:off + size(t)].reshape(shapes[t])
 
         self.inputs = {name: view(name) for name in input_shapes}
@@ -251,6 +254,30 @@ class _Plan:
                 self.step_nodes.append(nd)
         self.nodes, self.shapes, self.loc, self.groups = nodes, shapes, loc, groups
         self.runner = StepThreads(self.steps)
+
+    @staticmethod
+    def _u8_links(nodes, shapes, outs, cons, loc, groups) -> set[str]:
+        """The tensors kept as u8 levels between two int8 Convs (ops.Conv2d out_range): the
+        producer's output, read only by the consumer as its input, on the consumer's grid. Such
+        a tensor takes a quarter of its arena buffer and is never read as float32."""
+        kept = set()
+        for nd in nodes:
+            t = nd.outputs[0] if nd.op == "Conv" and nd.outputs else ""
+            readers = cons.get(t, [])
+            if not t or t in outs or nd.attrs.get("precision") != "int8" or len(readers) != 1:
+                continue
+            reader = readers[0]
+            grp = groups[loc[t][0]]
+            if reader.inputs[0] != t or reader.inputs.count(t) != 1 \
+                    or reader.attrs.get("precision") != "int8" \
+                    or reader.attrs.get("act_range") is None \
+                    or grp["members"] != [t] or grp["external"] is not None \
+                    or not ops.takes_u8(reader, shapes[t]):
+                continue
+            nd.attrs["out_range"] = reader.attrs["act_range"]
+            grp["size"] = -(-grp["size"] // 4)
+            kept.add(t)
+        return kept
 
     def _annotate(self, nd, spec, conv_mode: _ConvMode, shapes, graph) -> str:
         """Set a convolution-like node's precision attributes; its describe() tag."""
@@ -272,7 +299,8 @@ class _Plan:
                  f"{len(self.steps)} steps; arena {self.arena_floats * 4 / 2**20:.2f} MiB "
                  f"(without reuse {self.naive_floats * 4 / 2**20:.2f} MiB); "
                  f"{self.inplace} in place, {self.aliased} written into concat slices, "
-                 f"{self.views} reshapes on their input's memory",
+                 f"{self.views} reshapes on their input's memory, "
+                 f"{len(self.u8)} kept as u8 between int8 convolutions",
                  "fusions: " + ", ".join(f"{k}={v}" for k, v in self.fusions.items()),
                  "rewrites: " + ", ".join(f"{k}={v}" for k, v in self.rewrites.items())]
         lines += placement_lines(self.specialised, self.regions) + [self.runner.describe()]
@@ -293,6 +321,8 @@ class _Plan:
                 extra.append(f"+{nd.attrs['activation']}")
             if nd.name in self.node_precision:
                 extra.append(f"@{self.node_precision[nd.name]}")
+            if t in self.u8:
+                extra.append("->u8")
             lines.append(f"{i:3d} {nd.op:<13} {nd.name!r:<24} {' '.join(extra):<34} -> {t} "
                          f"{self.shapes[t]} @ {where}")
         return "\n".join(lines)

@@ -107,12 +107,14 @@
     K(a, int64_t, a2r_conv2d_lowp_workspace_size, (const a2r_conv2d_shape *s, int precision),   \
       (s, precision))                                                                           \
     K(a, void, a2r_conv2d_lowp,                                                                 \
-      (const a2r_conv2d_shape *s, int precision, const float *x, const void *packed,            \
+      (const a2r_conv2d_shape *s, int precision, const void *x, int x_u8, const void *packed,   \
        const float x_range[2], const float *bias, const float *residual, int activation,        \
-       float alpha, void *workspace, int64_t workspace_bytes, float *y),                        \
-      (s, precision, x, packed, x_range, bias, residual, activation, alpha, workspace,          \
-       workspace_bytes, y))                                                                     \
+       float alpha, void *workspace, int64_t workspace_bytes, void *y, const float *y_range),   \
+      (s, precision, x, x_u8, packed, x_range, bias, residual, activation, alpha, workspace,    \
+       workspace_bytes, y, y_range))                                                            \
     K(a, int, a2r_conv2d_lowp_u8_levels, (void), ())                                           \
+    K(a, int, a2r_conv2d_lowp_takes_u8, (const a2r_conv2d_shape *s, int precision),             \
+      (s, precision))                                                                           \
     K(a, double, a2r_lowp_peak, (int precision, int64_t iters, float *sink),                    \
       (precision, iters, sink))
 

@@ -159,11 +159,17 @@ void a2r_conv2d(const a2r_conv2d_shape *s, const float *x, const float *packed, 
 int64_t a2r_conv2d_lowp_packed_size(const a2r_conv2d_shape *s, int precision);
 void a2r_conv2d_lowp_pack(const a2r_conv2d_shape *s, int precision, const float *w, void *packed);
 int64_t a2r_conv2d_lowp_workspace_size(const a2r_conv2d_shape *s, int precision);
-void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const float *x, const void *packed,
-                     const float x_range[2], const float *bias, const float *residual,
-                     int activation, float alpha, void *workspace, int64_t workspace_bytes,
-                     float *y);
+void a2r_conv2d_lowp(const a2r_conv2d_shape *s, int precision, const void *x, int x_u8,
+                     const void *packed, const float x_range[2], const float *bias,
+                     const float *residual, int activation, float alpha, void *workspace,
+                     int64_t workspace_bytes, void *y, const float *y_range);
 int a2r_conv2d_lowp_u8_levels(void);
+/* u8 activations between int8 layers (the float traffic of the tensor between them saved):
+ * y_range non-NULL (int8 only): y is uint8, the output's u8 levels on the grid of y_range
+ * (the next layer's x_range), bit for bit what that layer would make of the float output.
+ * x_u8 (int8 only, and only where a2r_conv2d_lowp_takes_u8 says so: the implicit path): x is
+ * uint8, levels on this layer's x_range grid. Both at the same ISA level (the levels differ). */
+int a2r_conv2d_lowp_takes_u8(const a2r_conv2d_shape *s, int precision);
 /* lowp_peak: the multiply-add ceiling of conv2d_lowp's micro-kernel at `precision` (roofline,
  * as a2r_fma_peak): each thread runs `iters` rounds of its inner instruction sequence on the
  * register tile's MR*NV independent accumulators (vdpbf16ps / vpdpbusd with the dot units;

@@ -19,9 +19,10 @@ from . import (binary, conv, conv_transpose, elementwise, matmul, norm, pad,  # 
                pool, reduce, resize, shape, tensor)   # (each registers its ops)
 from .base import (ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, OpSpec, UnsupportedOpError, lookup,
                    onnx_ops)
+from .conv import takes_u8
 
-__all__ = ["OpSpec", "UnsupportedOpError", "spec", "supported", "ADAIN_DOMAIN", "ADAIN_OP",
-           "DEFAULT_DOMAINS"]
+__all__ = ["OpSpec", "UnsupportedOpError", "spec", "supported", "takes_u8", "ADAIN_DOMAIN",
+           "ADAIN_OP", "DEFAULT_DOMAINS"]
 
 
 def spec(op_type: str, node_name: str = "?") -> OpSpec:

@@ -61,24 +61,42 @@ def _scratch_shapes(n, shapes, graph):
     return [] if (t, l) == (b, r) else [(x[0], x[1], x[2] + t + b, x[3] + l + r)]
 
 
+def _conv2d(n, x_shape) -> tuple[ops.Conv2d, bool]:
+    """The node's ops.Conv2d for inputs of x_shape, and whether its padding is symmetric (else
+    the input is copied into a zero-padded scratch and the Conv2d pads nothing)."""
+    a = n.attrs
+    t, l, b, r = conv_pads(n, x_shape, a["w"].shape)
+    conv = ops.Conv2d(a["w"], a["b"], stride=tuple(a.get("strides") or (1, 1)),
+                      pad=(t, l) if (t, l) == (b, r) else (0, 0),
+                      dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
+                      activation=a["activation"], alpha=a.get("alpha", 0.01),
+                      **precision_args(n))
+    return conv, (t, l) == (b, r)
+
+
+def takes_u8(n, x_shape) -> bool:
+    """Whether the (fused, annotated) Conv node can read its input as u8 levels on its own
+    act_range grid (ops.Conv2d.takes_u8), written so by an int8 producer (``out_range``)."""
+    if n.op != "Conv" or n.attrs.get("probe") is not None:
+        return False
+    conv, symmetric = _conv2d(n, x_shape)
+    return symmetric and conv.takes_u8(x_shape)
+
+
 def _build(n, graph, shapes, view, scratch):
     a = n.attrs
     y = view(n.outputs[0])
     x = view(n.inputs[0])
     res = view(n.inputs[1]) if len(n.inputs) > 1 else None
-    w = a["w"]
-    t, l, b, r = conv_pads(n, x.shape, w.shape)
-    conv = ops.Conv2d(w, a["b"], stride=tuple(a.get("strides") or (1, 1)),
-                      pad=(t, l) if (t, l) == (b, r) else (0, 0),
-                      dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
-                      activation=a["activation"], alpha=a.get("alpha", 0.01),
-                      **precision_args(n))
-    if (t, l) == (b, r):
-        step = conv.bind(x, residual=res, out=y)
+    conv, symmetric = _conv2d(n, x.shape)
+    t, l = conv_pads(n, x.shape, a["w"].shape)[:2]
+    if symmetric:
+        # out_range: the executor keeps this output as u8 levels for the next int8 Conv
+        step = conv.bind(x, residual=res, out=y, out_range=a.get("out_range"))
     else:
         padded = scratch[0]
         inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
-        run = conv.bind(padded, residual=res, out=y)
+        run = conv.bind(padded, residual=res, out=y, out_range=a.get("out_range"))
 
         def step():
             padded.fill(0)

@@ -26,7 +26,11 @@
  * int8 arithmetic: weights w ~ sw[o] * qw, qw in [-127, 127] per output channel; activations
  * x ~ sa * (qx - zp), qx in [0, A2R_U8_LEVELS] from the caller's range [lo, hi] (widened to hold
  * 0, so zero padding is exact); y = sa * sw[o] * (sum qw*qx - zp * sum qw) + bias. Values outside
- * [lo, hi] are clamped to it.
+ * [lo, hi] are clamped to it. Between two int8 layers the tensor can stay u8 (a2r_kernels.h):
+ * the first writes its output's levels on the second's grid (quantise, after the epilogue, in
+ * L1), the second interleaves those bytes into lanes (u8_to_lanes) instead of quantising floats:
+ * the bundled encoder's 16 -> 24 stride-2 conv at 512^2 spent 40% of its time quantising 16 MB
+ * of float input (perf, 1 thread).
  *
  * Scratch: one slot per thread in the caller's workspace; nothing is allocated here. */
 #include <string.h>
@@ -169,6 +173,17 @@ static inline uint32_t to_u8(float x, act_quant aq) {
     return (uint32_t)(int32_t)(t + 0.5f);
 }
 
+/* The u8 grid of a range {lo, hi} (widened to hold 0, so that zero padding is exact); *step:
+ * the value of one level. The same rule for a layer's input and for an output written as u8
+ * on the next layer's grid, so that the two agree bit for bit. */
+static act_quant quant_of(const float range[2], float *step) {
+    const float lo = A2R_MIN(range[0], 0.0f), hi = A2R_MAX(range[1], 0.0f);
+    const float sa = hi > lo ? (hi - lo) / (float)A2R_U8_LEVELS : 1.0f;
+    const act_quant aq = {1.0f / sa, __builtin_roundf(-lo / sa)};
+    *step = sa;
+    return aq;
+}
+
 /* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
 static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, int64_t nrows,
                      act_quant aq, uint32_t *restrict lanes, int64_t n) {
@@ -199,6 +214,44 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
     }
 }
 
+/* to_lanes from D rows of u8 levels already on this layer's grid (x_u8): interleaved only. */
+static void u8_to_lanes(const uint8_t *restrict rows, int64_t ld, int64_t nrows, uint32_t zq,
+                        uint32_t *restrict lanes, int64_t n) {
+    const uint8_t *r0 = rows, *r1 = rows + ld, *r2 = rows + 2 * ld, *r3 = rows + 3 * ld;
+    switch (nrows) {
+    case 1:
+        for (int64_t t = 0; t < n; t++) lanes[t] = r0[t] | zq << 8 | zq << 16 | zq << 24;
+        break;
+    case 2:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | zq << 16 | zq << 24;
+        break;
+    case 3:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | (uint32_t)r2[t] << 16 | zq << 24;
+        break;
+    default:
+        for (int64_t t = 0; t < n; t++)
+            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | (uint32_t)r2[t] << 16 |
+                       (uint32_t)r3[t] << 24;
+    }
+}
+
+/* The activations, float or (x_u8) u8 levels: lanes of the D rows from element at. */
+typedef struct {
+    const void *base;
+    int x_u8;
+} source;
+
+static inline void source_lanes(const geometry *g, source x, int64_t at, int64_t ld,
+                                int64_t nrows, act_quant aq, uint32_t *restrict lanes,
+                                int64_t n) {
+    if (x.x_u8)
+        u8_to_lanes((const uint8_t *)x.base + at, ld, nrows, to_u8(0.0f, aq), lanes, n);
+    else
+        to_lanes(g, (const float *)x.base + at, ld, nrows, aq, lanes, n);
+}
+
 /* The lane of value 0 (zero padding): 0 for bf16, zp in every byte for int8. */
 static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
     const uint32_t zq = g->int8 ? to_u8(0.0f, aq) : 0u;
@@ -212,8 +265,8 @@ static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
  * Each source row is converted to lanes once and then dealt to its sw column phases; converting
  * per phase read every float twice, strided (int8 16 -> 24 stride 2 at 512^2, 1 thread, on a
  * Sapphire Rapids core: 3.80 -> 2.30 ms, tools/compare_builds.py --conv 16,24,512,2,1,int8).
- * tmp: D*max(w, wq) floats, here w lanes. */
-static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
+ * x: the image's activations from element xg; tmp: D*max(w, wq) floats, here w lanes. */
+static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, int64_t xg,
                        int64_t r0, act_quant aq, float *restrict tmp, uint32_t *restrict strip) {
     const uint32_t zl = zero_lane(g, aq);
     const int64_t wq = g->wq, hw = s->h * s->w, sh = s->stride_h, sw = s->stride_w;
@@ -224,8 +277,8 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
             for (int64_t r = 0; r < g->srows; r++) {
                 const int64_t iy = (r0 + r) * sh + py - s->pad_h;
                 const int valid = iy >= 0 && iy < s->h;
-                const float *src = xg + c0 * hw + iy * s->w;
-                if (valid && sw > 1) to_lanes(g, src, hw, nrows, aq, lanes, s->w);
+                const int64_t src = xg + c0 * hw + iy * s->w;
+                if (valid && sw > 1) source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
                 for (int64_t px = 0; px < sw; px++) {
                     uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
                     /* columns col with 0 <= col*sw + px - pad_w < w */
@@ -240,7 +293,7 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
                     for (int64_t t = 0; t < a; t++) dst[t] = zl;
                     for (int64_t t = e; t < wq; t++) dst[t] = zl;
                     if (sw == 1) /* D channel rows at stride hw: converted in place */
-                        to_lanes(g, src + ix0, hw, nrows, aq, dst + a, e - a);
+                        source_lanes(g, x, src + ix0, hw, nrows, aq, dst + a, e - a);
                     else
                         for (int64_t t = a; t < e; t++) dst[t] = lanes[ix0 + (t - a) * sw];
                 }
@@ -510,9 +563,9 @@ static inline void block_kernel(const geometry *g, const uint32_t *a, const uint
     case A2R_ACT_SILU: EPILOGUE_PASS(A2R_ACT_SILU, CVAL); break;                              \
     default: EPILOGUE_PASS(A2R_ACT_NONE, CVAL); break;                                        \
     }
-static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, float shift,
-                     const float *restrict r, int act, float alpha, float *restrict y,
-                     int64_t n) {
+static void float_epilogue(const geometry *g, const void *c, int32_t cz, float scale,
+                           float shift, const float *restrict r, int act, float alpha,
+                           float *restrict y, int64_t n) {
     if (g->int8) {
         const int32_t *ci = (const int32_t *)c;
         EPILOGUE_ACTS((float)(ci[t] - cz))
@@ -523,6 +576,44 @@ static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, 
 }
 #undef EPILOGUE_ACTS
 #undef EPILOGUE_PASS
+
+/* dst[t] = to_u8(v[t], q), t < n. Written out for AVX-512: the auto-vectoriser, led by the
+ * byte stores to 64 lanes per step, juggled mask registers and ran slower than the float
+ * stores it replaces. maxps(x, 0) returns 0 for a NaN x, as to_u8 does. */
+static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *restrict dst) {
+    int64_t t = 0;
+#ifdef __AVX512F__
+    const __m512 inv = _mm512_set1_ps(q.inv), zp = _mm512_set1_ps(q.zp);
+    const __m512 top = _mm512_set1_ps((float)A2R_U8_LEVELS), half = _mm512_set1_ps(0.5f);
+    for (; t + 16 <= n; t += 16) {
+        __m512 x = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + t), inv), zp);
+        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_setzero_ps()), top);
+        x = _mm512_add_ps(x, half);
+        _mm_storeu_si128((__m128i *)(dst + t), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(x)));
+    }
+#endif
+    for (; t < n; t++) dst[t] = (uint8_t)to_u8(v[t], q);
+}
+
+#define EPILOGUE_CHUNK 256 /* floats: a u8 output's values pass through L1 first */
+
+/* float_epilogue into y, or with yq (int8 only) as u8 levels on the grid oq instead (quant_of
+ * of the next layer's range: what that layer's to_lanes would make of y), y unused. */
+static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, float shift,
+                     const float *restrict r, int act, float alpha, float *restrict y,
+                     uint8_t *restrict yq, act_quant oq, int64_t n) {
+    if (!yq) {
+        float_epilogue(g, c, cz, scale, shift, r, act, alpha, y, n);
+        return;
+    }
+    float v[EPILOGUE_CHUNK];
+    for (int64_t t = 0; t < n; t += EPILOGUE_CHUNK) {
+        const int64_t len = A2R_MIN(EPILOGUE_CHUNK, n - t);
+        float_epilogue(g, (const char *)c + 4 * t, cz, scale, shift, r ? r + t : NULL, act,
+                       alpha, v, len);
+        quantise(v, len, oq, yq + t);
+    }
+}
 
 /* Row blocks per work item: all of them, unless (image, tile) items are too few for the
  * threads; then blocks are split so each thread gets about two items. */
@@ -587,6 +678,10 @@ int64_t A2R_KERNEL(a2r_conv2d_lowp_workspace_size)(const a2r_conv2d_shape *s, in
 
 int A2R_KERNEL(a2r_conv2d_lowp_u8_levels)(void) { return A2R_U8_LEVELS; }
 
+int A2R_KERNEL(a2r_conv2d_lowp_takes_u8)(const a2r_conv2d_shape *s, int precision) {
+    return precision == A2R_PREC_INT8 && geometry_of(s, precision).implicit;
+}
+
 /* The packed lane of output channel oc (a padding row past the group's channels when !real:
  * zero), channel lane cl, tap: its D weights rounded (bf16) or quantised (int8, counted into
  * wsum[oc]). */
@@ -646,28 +741,27 @@ void A2R_KERNEL(a2r_conv2d_lowp_pack)(const a2r_conv2d_shape *s, int precision,
     if (!g.int8 && wino_able(s)) wino_pack(s, w, lanes);
 }
 
-void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
-                                 const float *restrict x, const void *packed,
-                                 const float x_range[2], const float *bias,
-                                 const float *residual, int act, float alpha, void *workspace,
-                                 int64_t workspace_bytes, float *restrict y) {
+void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision, const void *x,
+                                 int x_u8, const void *packed, const float x_range[2],
+                                 const float *bias, const float *residual, int act,
+                                 float alpha, void *workspace, int64_t workspace_bytes,
+                                 void *y, const float *y_range) {
     const geometry g = geometry_of(s, precision);
     const uint32_t *wl = (const uint32_t *)packed;
-    if (use_winograd(s, &g, precision)) {
-        wino_conv(s, &g, x, wl + g.og_pad * g.kd, bias, residual, act, alpha, workspace,
-                  workspace_bytes, y);
+    if (use_winograd(s, &g, precision)) { /* bf16: float in and out */
+        wino_conv(s, &g, (const float *)x, wl + g.og_pad * g.kd, bias, residual, act, alpha,
+                  workspace, workspace_bytes, (float *)y);
         return;
     }
     const float *wscale = (const float *)(wl + s->groups * g.og_pad * g.kd);
     const int32_t *wsum = (const int32_t *)(wscale + s->o);
-    act_quant aq = {1.0f, 0.0f};
-    float sa = 1.0f;
-    if (g.int8) {
-        const float lo = A2R_MIN(x_range[0], 0.0f), hi = A2R_MAX(x_range[1], 0.0f);
-        sa = hi > lo ? (hi - lo) / (float)A2R_U8_LEVELS : 1.0f;
-        aq.inv = 1.0f / sa;
-        aq.zp = __builtin_roundf(-lo / sa);
-    }
+    act_quant aq = {1.0f, 0.0f}, oq = {1.0f, 0.0f};
+    float sa = 1.0f, so;
+    if (g.int8) aq = quant_of(x_range, &sa);
+    uint8_t *yq = g.int8 && y_range ? (uint8_t *)y : NULL; /* else yf */
+    float *yf = yq ? NULL : (float *)y;
+    if (yq) oq = quant_of(y_range, &so);
+    const source xs = {x, g.int8 && x_u8};
     const int64_t blocks = g.og_pad / g.mr, tiles = (g.q + g.nt - 1) / g.nt;
     const int64_t images = s->n * s->groups;
     int nthr = (int)A2R_MAX(1, A2R_MIN(a2r_num_threads(), workspace_bytes / g.slot));
@@ -695,15 +789,15 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
             const int64_t p0 = tile * g.nt, np = A2R_MIN(g.nt, g.q - p0);
             const int64_t npan = (np + NR - 1) / NR;
             const int64_t b0 = chunk * per_item, b1 = A2R_MIN(blocks, b0 + per_item);
-            const float *xg = x + (ni * s->c + gi * g.cg) * s->h * s->w;
+            const int64_t xg = (ni * s->c + gi * g.cg) * s->h * s->w;
             const uint32_t *wg = wl + gi * g.og_pad * g.kd;
             const uint32_t *strip0 = NULL;
             if (g.implicit) {
                 const int64_t r0 = p0 / g.wq;
-                fill_strip(s, &g, xg, r0, aq, rows, bt);
+                fill_strip(s, &g, xs, xg, r0, aq, rows, bt);
                 strip0 = bt + (p0 - r0 * g.wq);
             } else {
-                gather_panels(s, &g, xg, p0, np, npan, aq, rows, bt);
+                gather_panels(s, &g, (const float *)x + xg, p0, np, npan, aq, rows, bt);
             }
             for (int64_t ob = b0, nb = 1; ob < b1; ob += nb) {
                 const uint32_t *wb = wg + ob * g.mr * g.kd;
@@ -729,7 +823,8 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
                     const char *cr = (const char *)ct + 4 * (o - ob * g.mr) * g.nt;
                     if (!g.implicit) {
                         epilogue(&g, cr, cz, scale, bo, residual ? residual + plane + p0 : NULL,
-                                 act, alpha, y + plane + p0, np);
+                                 act, alpha, yf ? yf + plane + p0 : NULL,
+                                 yq ? yq + plane + p0 : NULL, oq, np);
                         continue;
                     }
                     for (int64_t q = p0; q < p0 + np;) { /* keep columns ox < ow */
@@ -739,7 +834,8 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision,
                         const int64_t yo = plane + oy * g.ow + ox;
                         if (keep > 0)
                             epilogue(&g, cr + 4 * (q - p0), cz, scale, bo,
-                                     residual ? residual + yo : NULL, act, alpha, y + yo, keep);
+                                     residual ? residual + yo : NULL, act, alpha,
+                                     yf ? yf + yo : NULL, yq ? yq + yo : NULL, oq, keep);
                         q += len;
                     }
                 }

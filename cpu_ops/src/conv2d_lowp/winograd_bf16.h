@@ -131,10 +131,12 @@ static void wino_output(const geometry *g, const wino_geometry *wg, const float 
         wino_out_tiles(m + col, ps, len, y0, y1);
         const int64_t oy = 2 * ty, ox = 2 * tx, n = A2R_MIN(2 * len, ow - ox);
         const int64_t at = oy * ow + ox;
-        epilogue(g, y0, 0, 1.0f, bo, residual ? residual + at : NULL, act, alpha, y + at, n);
+        const act_quant none = {1.0f, 0.0f};
+        epilogue(g, y0, 0, 1.0f, bo, residual ? residual + at : NULL, act, alpha, y + at, NULL,
+                 none, n);
         if (oy + 1 < g->oh)
             epilogue(g, y1, 0, 1.0f, bo, residual ? residual + at + ow : NULL, act, alpha,
-                     y + at + ow, n);
+                     y + at + ow, NULL, none, n);
         col += len;
         t += len;
     }
