@@ -595,6 +595,42 @@ static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *r
     for (; t < n; t++) dst[t] = (uint8_t)to_u8(v[t], q);
 }
 
+#ifdef __AVX512F__
+/* The int8 epilogue straight to u8 levels in registers (what float_epilogue then quantise
+ * compute, bit for bit: one fma, maxps/compare for the activation, quantise's clamps), for
+ * the activations without a transcendental; returns 0 for the others. On the bundled encoder
+ * (1 thread) the two passes were a fifth of its time. */
+static int u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scale, float shift,
+                              const float *restrict r, int act, float alpha,
+                              uint8_t *restrict yq, act_quant oq, int64_t n) {
+    if (act == A2R_ACT_SILU) return 0;
+    const __m512i z = _mm512_set1_epi32(cz);
+    const __m512 sc = _mm512_set1_ps(scale), sh = _mm512_set1_ps(shift);
+    const __m512 al = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
+    const __m512 inv = _mm512_set1_ps(oq.inv), zp = _mm512_set1_ps(oq.zp);
+    const __m512 top = _mm512_set1_ps((float)A2R_U8_LEVELS), half = _mm512_set1_ps(0.5f);
+    for (int64_t t = 0; t < n; t += 16) {
+        const __mmask16 m = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, c + t), z));
+        v = _mm512_fmadd_ps(v, sc, sh);
+        if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + t));
+        if (act == A2R_ACT_RELU) /* v > 0 ? v : 0 */
+            v = _mm512_max_ps(v, zero);
+        else if (act == A2R_ACT_LEAKY_RELU) /* v >= 0 ? v : alpha * v */
+            v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ),
+                                     _mm512_mul_ps(v, al), v);
+        v = _mm512_add_ps(_mm512_mul_ps(v, inv), zp);
+        v = _mm512_add_ps(_mm512_min_ps(_mm512_max_ps(v, zero), top), half);
+        const __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+        if (m == 0xffff) /* the masked vpmovdb to memory was the loop's bottleneck */
+            _mm_storeu_si128((__m128i *)(yq + t), q);
+        else
+            _mm_mask_storeu_epi8(yq + t, m, q);
+    }
+    return 1;
+}
+#endif
+
 #define EPILOGUE_CHUNK 256 /* floats: a u8 output's values pass through L1 first */
 
 /* float_epilogue into y, or with yq (int8 only) as u8 levels on the grid oq instead (quant_of
@@ -606,6 +642,10 @@ static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, 
         float_epilogue(g, c, cz, scale, shift, r, act, alpha, y, n);
         return;
     }
+#ifdef __AVX512F__
+    if (u8_epilogue_avx512((const int32_t *)c, cz, scale, shift, r, act, alpha, yq, oq, n))
+        return;
+#endif
     float v[EPILOGUE_CHUNK];
     for (int64_t t = 0; t < n; t += EPILOGUE_CHUNK) {
         const int64_t len = A2R_MIN(EPILOGUE_CHUNK, n - t);
