@@ -2,7 +2,8 @@
 
 On a shared box the load drifts: each build runs in its own process, alternately, several rounds,
 and the best time of each is kept (CPU time and wall time). Measured: Engine.convert of a
-512x512 picture with the bundled model and every stage native, at 1 and 2 kernel threads, and
+512x512 picture with the bundled model and every stage native (at ``--precision``, default
+fp32), at 1 and 2 kernel threads, and
 each ``--conv C,O,SIDE[,STRIDE[,GROUPS[,PRECISION]]]`` (3x3, pad 1, 1 thread: a single kernel's
 change; precision fp32, bf16 or int8, the int8 input range that of its standard normal input).
 
@@ -11,6 +12,7 @@ change; precision fp32, bf16 or int8, the int8 input range that of its standard 
     python tools/compare_builds.py /tmp/old .
     python tools/compare_builds.py /tmp/old . --conv 16,24,512,2 --conv 64,64,128,1,64
     python tools/compare_builds.py /tmp/old . --conv 32,32,128,1,1,int8
+    python tools/compare_builds.py /tmp/old . --precision int8
 
 Both trees must have their native extension built in place (``python setup.py build_ext
 --inplace``). Nothing is asserted: the lines say what was measured.
@@ -48,14 +50,14 @@ def best(fn, runs):
     return cpu * 1e3, wall * 1e3
 
 
-runs = int(sys.argv[2])
-eng = Engine(None, cache_mb=0, backend="native")
+runs, precision = int(sys.argv[2]), sys.argv[3]
+eng = Engine(None, cache_mb=0, backend="native", precision=precision)
 out = {}
 for threads in (1, 2):
     with using_threads(threads):
         out[f"convert 512x512, {threads} thread(s)"] = best(lambda: eng.convert(img), runs)
 rng = np.random.default_rng(0)
-for spec in sys.argv[3:]:
+for spec in sys.argv[4:]:
     fields = spec.split(",")
     precision = fields.pop() if not fields[-1].isdigit() else "fp32"
     c, o, side, stride, groups = (list(map(int, fields)) + [1, 1])[:5]
@@ -77,6 +79,8 @@ def main() -> int:
     ap.add_argument("new", help="the other tree")
     ap.add_argument("--rounds", type=int, default=3, help="processes per tree, alternating")
     ap.add_argument("--runs", type=int, default=7, help="timed conversions per process")
+    ap.add_argument("--precision", default="fp32",
+                    help="Engine precision of the timed conversion (fp32, bf16, int8, auto)")
     ap.add_argument("--conv", action="append", default=[],
                     metavar="C,O,SIDE[,STRIDE[,GROUPS[,PRECISION]]]",
                     help="also time this 3x3 convolution (repeatable)")
@@ -87,12 +91,14 @@ def main() -> int:
         for tree in trees:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             done = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.runs),
-                                   *args.conv], env=env, capture_output=True, text=True,
+                                   args.precision, *args.conv], env=env, capture_output=True,
+                                  text=True,
                                   check=True, cwd=tree)
             for case, (cpu, wall) in json.loads(done.stdout.splitlines()[-1]).items():
                 c, w = best[tree].get(case, (float("inf"), float("inf")))
                 best[tree][case] = (min(c, cpu), min(w, wall))
-    print(f"bundled a2r_lite, every stage native; best of {args.rounds} processes per tree")
+    print(f"bundled a2r_lite, every stage native at {args.precision}; best of {args.rounds} "
+          f"processes per tree")
     for case in best[trees[0]]:
         print(f"  {case}:")
         for tree in trees:
