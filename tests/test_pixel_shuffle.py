@@ -31,6 +31,20 @@ def test_reference_equals_definition(rng):
         np.testing.assert_array_equal(ref.pixel_shuffle(x, r), depth_to_space_crd(x, r))
 
 
+@pytest.mark.parametrize("r", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("hw", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_u8_levels_move_as_floats_do(native, rng, r, hw):
+    """The byte variant (u8 levels between two int8 convolutions) moves each byte where the
+    float kernel moves its float."""
+    from a2r_edge import _kernels
+    h, w = hw
+    n, c = 1 + (h + w) % 2, 1 + (h * w + r) % 5
+    x = rng.integers(0, 256, (n, c * r * r, h, w), dtype=np.uint8)
+    y = np.empty((n, c, h * r, w * r), np.uint8)
+    _kernels.pixel_shuffle_u8(x.reshape(-1), n, c, h, w, r, y.reshape(-1))
+    np.testing.assert_array_equal(y, ref.pixel_shuffle(x, r))
+
+
 @pytest.mark.parametrize("r", [1, 2, 3, 4])
 @pytest.mark.parametrize("hw", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_matches_reference(native, rng, r, hw):

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from a2r_edge.engine import Engine
 from a2r_edge.model import NativeExecutor
 from a2r_edge.model import precision as prec
+from a2r_edge.model import reference as ref
 from a2r_edge.runtime import cpu
 from onnx_graphs import random_graph
 from tolerances import GUARD_PSNR_DB
@@ -163,6 +164,52 @@ def two_conv_model(w1, w2, expose_h=False):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m.SerializeToString()
+
+
+def conv_shuffle_conv_model(w1, w2, r, mode):
+    """x -> Conv(w1) -> DepthToSpace(r, mode) -> Conv(w2), 3x3 pad 1 (the bundled decoder's
+    up-sampling), as an ONNX model (bytes)."""
+    c = w1.shape[1]
+    inits = [numpy_helper.from_array(w, n) for w, n in ((w1, "w1"), (w2, "w2"))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="first", kernel_shape=[3, 3],
+                              pads=[1] * 4),
+             helper.make_node("DepthToSpace", ["h"], ["s"], blocksize=r, mode=mode),
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="second", kernel_shape=[3, 3],
+                              pads=[1] * 4)]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         [1, w2.shape[0], "H2", "W2"])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("mode", ["CRD", "DCR"])
+def test_int8_u8_through_the_pixel_shuffle(rng, mode):
+    """Conv -> DepthToSpace CRD -> Conv at int8: both tensors stay u8 (the byte shuffle moves
+    the levels) and the output is bit for bit that of the same two int8 layers with floats
+    between them (ops.Conv2d, the shuffle in numpy). DCR (a numpy transpose in the plan) keeps
+    floats."""
+    if "int8" not in prec.runnable():
+        pytest.skip("int8 does not run here")
+    w1 = (rng.standard_normal((24, 6, 3, 3)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((5, 6, 3, 3)) / 8).astype(np.float32)
+    calib, x = (rng.standard_normal((1, 6, 13, 17)).astype(np.float32) for _ in range(2))
+    ex = NativeExecutor(conv_shuffle_conv_model(w1, w2, 2, mode))
+    ex.set_precision("int8", prec.calibrate_ranges(ex, [calib]))
+    got = ex.run(x).copy()
+    text = ex.describe()
+    # the same arithmetic by hand, floats between the layers
+    (lo1, hi1), (lo2, hi2) = ex.act_ranges["first"], ex.act_ranges["second"]
+    from a2r_edge import ops
+    h = ops.Conv2d(w1, None, pad=1, precision="int8", act_range=(lo1, hi1))(x)
+    s = ref.pixel_shuffle(h, 2) if mode == "CRD" else \
+        h.reshape(1, 2, 2, 6, 13, 17).transpose(0, 3, 4, 1, 5, 2).reshape(1, 6, 26, 34)
+    want = ops.Conv2d(w2, None, pad=1, precision="int8", act_range=(lo2, hi2))(
+        np.ascontiguousarray(s))
+    np.testing.assert_array_equal(got, want)
+    assert (f"{2 if mode == 'CRD' else 0} kept as u8 between int8 convolutions") in text
 
 
 def test_int8_convs_keep_u8_between_them(native, rng):

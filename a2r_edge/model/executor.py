@@ -257,26 +257,38 @@ class _Plan:
 
     @staticmethod
     def _u8_links(nodes, shapes, outs, cons, loc, groups) -> set[str]:
-        """The tensors kept as u8 levels between two int8 Convs (ops.Conv2d out_range): the
-        producer's output, read only by the consumer as its input, on the consumer's grid. Such
-        a tensor takes a quarter of its arena buffer and is never read as float32."""
+        """The tensors kept as u8 levels between two int8 Convs (ops.Conv2d out_range), on the
+        second's grid: the first's output, read only by the second as its input or by a
+        DepthToSpace (CRD: the pixel shuffle, which moves u8 as it moves floats) on the way to
+        it. Such a tensor takes a quarter of its arena buffer and is never read as float32."""
+        def sole_reader(t):
+            readers = cons.get(t, [])
+            grp = groups[loc[t][0]]
+            if t in outs or len(readers) != 1 or readers[0].inputs[0] != t \
+                    or readers[0].inputs.count(t) != 1 or grp["members"] != [t] \
+                    or grp["external"] is not None:
+                return None
+            return readers[0]
+
         kept = set()
         for nd in nodes:
-            t = nd.outputs[0] if nd.op == "Conv" and nd.outputs else ""
-            readers = cons.get(t, [])
-            if not t or t in outs or nd.attrs.get("precision") != "int8" or len(readers) != 1:
+            if nd.op != "Conv" or nd.attrs.get("precision") != "int8":
                 continue
-            reader = readers[0]
-            grp = groups[loc[t][0]]
-            if reader.inputs[0] != t or reader.inputs.count(t) != 1 \
-                    or reader.attrs.get("precision") != "int8" \
+            path = [nd.outputs[0]]
+            reader = sole_reader(path[-1])
+            while reader is not None and reader.op == "DepthToSpace" \
+                    and reader.attrs.get("mode", "DCR") == "CRD":
+                path.append(reader.outputs[0])
+                reader = sole_reader(path[-1])
+            if reader is None or reader.attrs.get("precision") != "int8" \
                     or reader.attrs.get("act_range") is None \
-                    or grp["members"] != [t] or grp["external"] is not None \
-                    or not ops.takes_u8(reader, shapes[t]):
+                    or not ops.takes_u8(reader, shapes[path[-1]]):
                 continue
             nd.attrs["out_range"] = reader.attrs["act_range"]
-            grp["size"] = -(-grp["size"] // 4)
-            kept.add(t)
+            for t in path:
+                grp = groups[loc[t][0]]
+                grp["size"] = -(-grp["size"] // 4)
+                kept.add(t)
         return kept
 
     def _annotate(self, nd, spec, conv_mode: _ConvMode, shapes, graph) -> str:

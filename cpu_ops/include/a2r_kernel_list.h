@@ -78,6 +78,9 @@
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \
       (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, float *y),         \
+      (x, n, c, h, w, r, y))                                                                    \
+    K(a, void, a2r_pixel_shuffle_u8,                                                            \
+      (const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, uint8_t *y),     \
       (x, n, c, h, w, r, y))
 
 #define A2R_OPS_im2col(K, a)                                                                    \

@@ -105,6 +105,9 @@ void a2r_crop_add(const float *x, int64_t nc, int64_t xh, int64_t xw, int64_t to
  *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
 void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                        float *y);
+/* The same on bytes: the u8 levels an int8 convolution hands the next through a DepthToSpace. */
+void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                          int64_t r, uint8_t *y);
 
 /* im2col, Caffe layout, zero padding. x (c, h, w) -> out (c*kh*kw, oh*ow) with
  *   oh = (h + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for ow), both > 0,
