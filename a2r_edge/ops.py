@@ -419,12 +419,11 @@ class Conv2d:
         return out
 
     def bind(self, x, residual=None, out=None, out_range=None):
-        """A no-argument callable doing ``self(x, residual=residual, out=out, out_range=...)``
-        with every check
-        made once, here: for fixed buffers run many times (an executor's plan), where the
-        checks would cost more than a small convolution. x, residual and out must keep their
-        shape and memory; out is required. Strided arrays or precisions other than fp32 get
-        a plain deferred call."""
+        """A no-argument callable doing ``self(x, residual=residual, out=out,
+        out_range=out_range)`` with every check made once, here: for fixed buffers run many
+        times (an executor's plan), where the checks would cost more than a small convolution.
+        x, residual and out must keep their shape and memory; out is required. Strided arrays
+        or precisions other than fp32 get a plain deferred call."""
         if out is None:
             raise ValueError("bind needs out (the array every call writes)")
         if out_range is not None and self.precision != "int8":

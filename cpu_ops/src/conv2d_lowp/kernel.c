@@ -27,8 +27,9 @@
  * x ~ sa * (qx - zp), qx in [0, A2R_U8_LEVELS] from the caller's range [lo, hi] (widened to hold
  * 0, so zero padding is exact); y = sa * sw[o] * (sum qw*qx - zp * sum qw) + bias. Values outside
  * [lo, hi] are clamped to it. Between two int8 layers the tensor can stay u8 (a2r_kernels.h):
- * the first writes its output's levels on the second's grid (quantise, after the epilogue, in
- * L1), the second interleaves those bytes into lanes (u8_to_lanes) instead of quantising floats:
+ * the first writes its output's levels on the second's grid (epilogue: in AVX-512 registers, or
+ * quantise after the float epilogue), the second interleaves those bytes into lanes
+ * (u8_to_lanes) instead of quantising floats:
  * the bundled encoder's 16 -> 24 stride-2 conv at 512^2 spent 40% of its time quantising 16 MB
  * of float input (perf, 1 thread).
  *
