@@ -8,15 +8,23 @@ from types import SimpleNamespace
 
 from a2r_edge.model.reference import PackageReference
 
+# OpenVINO's inference precision: its default (bf16 where the CPU has AVX512_BF16 or AMX), or
+# the hint A2R_BENCH_OPENVINO_PRECISION names (f32, bf16). With ONEDNN_MAX_CPU_ISA=AVX2 and
+# A2R_MAX_ISA=avx2 beside f32, a run stands in for an AVX2-only machine (benchmarks/README.md).
+OPENVINO_PRECISION = os.environ.get("A2R_BENCH_OPENVINO_PRECISION")
+OPENVINO = f"openvino {OPENVINO_PRECISION or 'default'}"   # the peer's name in the tables
+
 
 class _OpenVinoSession:
     """The part of onnxruntime's session PackageReference uses (get_inputs, run) over an OpenVINO
-    model compiled for the CPU at its default precision (bf16 where the CPU has AVX512_BF16)."""
+    model compiled for the CPU at OPENVINO_PRECISION."""
 
     def __init__(self, path, threads: int):
         import openvino as ov
-        self._compiled = ov.Core().compile_model(str(path), "CPU",
-                                                 {"INFERENCE_NUM_THREADS": threads})
+        config = {"INFERENCE_NUM_THREADS": threads}
+        if OPENVINO_PRECISION:
+            config["INFERENCE_PRECISION_HINT"] = OPENVINO_PRECISION
+        self._compiled = ov.Core().compile_model(str(path), "CPU", config)
         self._request = self._compiled.create_infer_request()
         self._name = self._compiled.input(0).any_name
 
@@ -29,7 +37,7 @@ class _OpenVinoSession:
 
 def stage_runner(path, threads: int, runtime: str = "onnxruntime"):
     """A function float32 NCHW -> float32 NCHW running one ONNX file on ``runtime``
-    ("onnxruntime": fp32; "openvino": its default precision)."""
+    ("onnxruntime": fp32; "openvino": OPENVINO_PRECISION)."""
     if runtime == "openvino":
         sess = _OpenVinoSession(path, threads)
     else:
