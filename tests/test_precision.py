@@ -280,6 +280,28 @@ def test_stored_fallback_is_reused(one_failing_conv, tmp_path, monkeypatch):
     assert entry["fp32_nodes"]["int8"] == ["first"] and again.fp32_nodes == {"first"}
 
 
+def test_stored_auto_choice_says_so_once(rng, tmp_path):
+    """An auto choice read back from the store (and stored again, as the Engine does on every
+    start) keeps the reason it was judged with, marked stored once in the plan's text."""
+    if "int8" not in prec.runnable():
+        pytest.skip("int8 does not run here")
+    w = (rng.standard_normal((8, 3, 3, 3)) / 5).astype(np.float32)
+    x = rng.standard_normal((1, 3, 24, 24)).astype(np.float32)
+    path = str(tmp_path / "choices.json")
+    first = None
+    for _ in range(3):
+        ex = NativeExecutor(one_conv_model(w))
+        chosen = prec.plan_stages({"model": ex}, {"model": [x]}, lambda: [ex.run(x).copy()],
+                                  "auto", prec.load(path, "auto"))
+        prec.store(path, "auto", chosen)
+        first = first or chosen["model"]["reason"]
+        assert chosen["model"]["reason"] == first
+    assert chosen["model"]["stored"]
+    from a2r_edge.runtime.scheduler import Plan
+    text = Plan("cpu", 1, "avx2", ()).with_precisions(chosen).precisions
+    assert text == (("model", chosen["model"]["precision"], first + " [stored]"),)
+
+
 def test_calibrated_ranges_and_probing(rng):
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     ex = NativeExecutor(one_conv_model(w))

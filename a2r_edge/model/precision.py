@@ -162,7 +162,8 @@ def choose(executor, inputs) -> dict:
 def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
                 known: dict | None = None) -> dict:
     """Set each executor (one per model stage, in model order) to its precision and return
-    {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "ms", "psnr"}}.
+    {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "ms", "psnr"}}, with
+    "stored": True on the stages whose "auto" choice came from ``known``.
 
     stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
     activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
@@ -206,7 +207,9 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             continue
         if stored(hit):
             set_at(hit["precision"])
-            result[name] = dict(hit, reason=hit["reason"] + " [stored]")
+            # the reason as judged (files written before the flag carry " [stored]" in it,
+            # once more per load: cut)
+            result[name] = dict(hit, reason=hit["reason"].split(" [stored]")[0], stored=True)
             continue
         x0 = stage_inputs[name][0]
         set_at("fp32")

@@ -192,7 +192,8 @@ class Plan:
     def with_precisions(self, chosen: dict) -> "Plan":
         """This plan noting {stage: {"precision", "reason", ...}} (model/precision.py)."""
         return dataclasses.replace(self, precisions=tuple(
-            (stage, e["precision"], e["reason"]) for stage, e in chosen.items()))
+            (stage, e["precision"], e["reason"] + (" [stored]" if e.get("stored") else ""))
+            for stage, e in chosen.items()))
 
     def backend_of(self, stage: str) -> str:
         return next(p.backend for p in self.placements if p.stage == stage)
