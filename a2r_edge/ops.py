@@ -439,7 +439,11 @@ class Conv2d:
             raise ValueError(f"residual must have shape {(n, o, oh, ow)}, got {residual.shape}")
         _out(out, (n, o, oh, ow), np.float32, x, *arrays[1:-1])
         shape = self._shape(x.shape)
-        need = self._fp32_workspace_need(shape, x.shape)
+        # workspace floats per (ISA level, thread count): the kernel runs on as many threads
+        # as the workspace has slots, so a need found at 1 thread kept a plan built there at 1
+        # thread after the count rose (the 512x512 fp32 conversion: 38 ms at 2 threads, not 24)
+        need_at = {(_kernels.get_isa(), _kernels.num_threads()):
+                   self._fp32_workspace_need(shape, x.shape)}   # (too large: raises here)
         # the native entry point taking addresses (no memoryview per argument and call): of
         # x, residual, out (kept by this closure), bias (self.b, kept by self), the packing
         # (per ISA level, kept in self._packed) and the thread's workspace (_conv_scratch)
@@ -453,6 +457,10 @@ class Conv2d:
             packed = packed_at.get(level)
             if packed is None:
                 packed = packed_at[level] = self._fp32_packed(shape).ctypes.data
+            key = (level, _kernels.num_threads())
+            need = need_at.get(key)
+            if need is None:
+                need = need_at[key] = self._fp32_workspace_need(shape, x.shape)
             if getattr(_conv_scratch, "floats", 0) < need:
                 _fp32_workspace(need)
             _kernels.conv2d_at(shape, args[0], packed, args[1], args[2], args[3], args[4],

@@ -124,6 +124,26 @@ def test_out_and_prepacked_reuse(native, rng):
                                **REDUCTION)
 
 
+@pytest.mark.skipif(not cpu.openmp_enabled(), reason="one thread without OpenMP")
+def test_bound_conv_takes_a_slot_per_thread_when_the_count_rises(rng):
+    """The kernel runs on as many threads as its workspace has slots: a conv bound at 1 thread
+    and run at 2 must get the 2-thread workspace (a plan built at 1 thread stayed at 1)."""
+    x, wt, b = make(rng, 1, 16, 64, 64, 16, 3)
+    conv = ops.Conv2d(wt, b, pad=1)
+    out = np.empty((1, 16, 64, 64), np.float32)
+    ops._conv_scratch.__dict__.clear()   # this thread's workspace starts empty
+    with cpu.using_threads(1):
+        run = conv.bind(x, out=out)
+        run()
+        one = _kernels.conv2d_workspace_size(conv._shape(x.shape))
+    with cpu.using_threads(2):
+        two = _kernels.conv2d_workspace_size(conv._shape(x.shape))
+        assert two > one
+        run()
+        assert ops._conv_scratch.floats >= two
+    np.testing.assert_allclose(out, conv(x), **REDUCTION)
+
+
 def test_bind_checks_once_and_computes_what_a_call_does(rng):
     """Conv2d.bind: the bound callable writes what conv(x, residual, out) writes, at every ISA
     level (packing per level on use) and after x's contents change; bad buffers are refused
