@@ -622,36 +622,49 @@ static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *r
 }
 
 #ifdef __AVX512F__
-/* The int8 epilogue straight to u8 levels in registers (what float_epilogue then quantise
- * compute, bit for bit: one fma, maxps/compare for the activation, quantise's clamps), for
- * the activations without a transcendental; returns 0 for the others. On the bundled encoder
- * (1 thread) the two passes were a fifth of its time. */
+/* 16 int32 sums to u8 levels: what float_epilogue then quantise compute, bit for bit (one fma,
+ * maxps/compare for the activation, quantise's clamps). */
+static inline __m128i u8_levels_avx512(__m512i c, __m512 r, int act, __m512i z, __m512 sc,
+                                       __m512 sh, __m512 al, __m512 inv, __m512 zp,
+                                       __m512 top) {
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), sc, sh);
+    v = _mm512_add_ps(v, r); /* r: the residual, or -0 (x + -0 is x, -0 included) */
+    if (act == A2R_ACT_RELU) /* v > 0 ? v : 0 */
+        v = _mm512_max_ps(v, zero);
+    else if (act == A2R_ACT_LEAKY_RELU) /* v >= 0 ? v : alpha * v */
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), _mm512_mul_ps(v, al),
+                                 v);
+    v = _mm512_add_ps(_mm512_mul_ps(v, inv), zp);
+    v = _mm512_add_ps(_mm512_min_ps(_mm512_max_ps(v, zero), top), _mm512_set1_ps(0.5f));
+    return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+}
+
+/* The int8 epilogue straight to u8 levels in registers, for the activations without a
+ * transcendental; returns 0 for the others. On the bundled encoder (1 thread) the two passes
+ * were a fifth of its time. */
 static int u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scale, float shift,
                               const float *restrict r, int act, float alpha,
                               uint8_t *restrict yq, act_quant oq, int64_t n) {
     if (act == A2R_ACT_SILU) return 0;
     const __m512i z = _mm512_set1_epi32(cz);
     const __m512 sc = _mm512_set1_ps(scale), sh = _mm512_set1_ps(shift);
-    const __m512 al = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
-    const __m512 inv = _mm512_set1_ps(oq.inv), zp = _mm512_set1_ps(oq.zp);
-    const __m512 top = _mm512_set1_ps((float)A2R_U8_LEVELS), half = _mm512_set1_ps(0.5f);
-    for (int64_t t = 0; t < n; t += 16) {
-        const __mmask16 m = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
-        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, c + t), z));
-        v = _mm512_fmadd_ps(v, sc, sh);
-        if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + t));
-        if (act == A2R_ACT_RELU) /* v > 0 ? v : 0 */
-            v = _mm512_max_ps(v, zero);
-        else if (act == A2R_ACT_LEAKY_RELU) /* v >= 0 ? v : alpha * v */
-            v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ),
-                                     _mm512_mul_ps(v, al), v);
-        v = _mm512_add_ps(_mm512_mul_ps(v, inv), zp);
-        v = _mm512_add_ps(_mm512_min_ps(_mm512_max_ps(v, zero), top), half);
-        const __m128i q = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
-        if (m == 0xffff) /* the masked vpmovdb to memory was the loop's bottleneck */
-            _mm_storeu_si128((__m128i *)(yq + t), q);
-        else
-            _mm_mask_storeu_epi8(yq + t, m, q);
+    const __m512 al = _mm512_set1_ps(alpha), inv = _mm512_set1_ps(oq.inv);
+    const __m512 zp = _mm512_set1_ps(oq.zp), top = _mm512_set1_ps((float)A2R_U8_LEVELS);
+    const __m512 none = _mm512_set1_ps(-0.0f);
+    int64_t t = 0;
+    /* whole vectors unmasked (a masked vpmovdb to memory was the bottleneck), then the tail */
+    for (; t + 16 <= n; t += 16)
+        _mm_storeu_si128((__m128i *)(yq + t),
+                         u8_levels_avx512(_mm512_loadu_si512(c + t),
+                                          r ? _mm512_loadu_ps(r + t) : none,
+                                          act, z, sc, sh, al, inv, zp, top));
+    if (t < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
+        _mm_mask_storeu_epi8(yq + t, m,
+                             u8_levels_avx512(_mm512_maskz_loadu_epi32(m, c + t),
+                                              r ? _mm512_maskz_loadu_ps(m, r + t) : none,
+                                              act, z, sc, sh, al, inv, zp, top));
     }
     return 1;
 }
