@@ -588,21 +588,15 @@ static void float_epilogue(const geometry *g, const void *c, int32_t cz, float s
 #undef EPILOGUE_ACTS
 #undef EPILOGUE_PASS
 
-/* dst[t] = to_u8(v[t], q), t < n. Written out for AVX-512 and AVX2: the auto-vectoriser, led
- * by the byte stores to 64 (32) lanes per step, juggled mask registers and ran slower than the
- * float stores it replaces. maxps(x, 0) returns 0 for a NaN x, as to_u8 does. */
+#ifndef __AVX512F__
+/* dst[t] = to_u8(v[t], q), t < n: the levels below AVX-512 (there the epilogue quantises in
+ * registers, u8_epilogue_avx512).
+ * Written out for AVX2: the auto-vectoriser, led by the byte stores to 32 lanes per step,
+ * juggled masks and ran slower than the float stores it replaces. maxps(x, 0) returns 0 for a
+ * NaN x, as to_u8 does. */
 static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *restrict dst) {
     int64_t t = 0;
-#if defined(__AVX512F__)
-    const __m512 inv = _mm512_set1_ps(q.inv), zp = _mm512_set1_ps(q.zp);
-    const __m512 top = _mm512_set1_ps((float)A2R_U8_LEVELS), half = _mm512_set1_ps(0.5f);
-    for (; t + 16 <= n; t += 16) {
-        __m512 x = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + t), inv), zp);
-        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_setzero_ps()), top);
-        x = _mm512_add_ps(x, half);
-        _mm_storeu_si128((__m128i *)(dst + t), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(x)));
-    }
-#elif defined(__AVX2__)
+#if defined(__AVX2__)
     const __m256 inv = _mm256_set1_ps(q.inv), zp = _mm256_set1_ps(q.zp);
     const __m256 top = _mm256_set1_ps((float)A2R_U8_LEVELS), half = _mm256_set1_ps(0.5f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undo the packs' lanes */
@@ -620,10 +614,11 @@ static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *r
 #endif
     for (; t < n; t++) dst[t] = (uint8_t)to_u8(v[t], q);
 }
+#endif
 
 #ifdef __AVX512F__
-/* 16 int32 sums to u8 levels: what float_epilogue then quantise compute, bit for bit (one fma,
- * maxps/compare for the activation, quantise's clamps). */
+/* 16 int32 sums to u8 levels: what float_epilogue then to_u8 compute, bit for bit (one fma,
+ * the activation, to_u8's clamps as maxps/minps). */
 static inline __m128i u8_levels_avx512(__m512i c, __m512 r, int act, __m512i z, __m512 sc,
                                        __m512 sh, __m512 al, __m512 inv, __m512 zp,
                                        __m512 top) {
@@ -635,18 +630,19 @@ static inline __m128i u8_levels_avx512(__m512i c, __m512 r, int act, __m512i z, 
     else if (act == A2R_ACT_LEAKY_RELU) /* v >= 0 ? v : alpha * v */
         v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), _mm512_mul_ps(v, al),
                                  v);
+    else if (act == A2R_ACT_SILU) /* a2r_vsilu: a2r_silu1's operations, vector-wide */
+        v = (__m512)a2r_vsilu((a2r_vf)v);
     v = _mm512_add_ps(_mm512_mul_ps(v, inv), zp);
     v = _mm512_add_ps(_mm512_min_ps(_mm512_max_ps(v, zero), top), _mm512_set1_ps(0.5f));
     return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
 }
 
-/* The int8 epilogue straight to u8 levels in registers, for the activations without a
- * transcendental; returns 0 for the others. On the bundled encoder (1 thread) the two passes
- * were a fifth of its time. */
-static int u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scale, float shift,
-                              const float *restrict r, int act, float alpha,
-                              uint8_t *restrict yq, act_quant oq, int64_t n) {
-    if (act == A2R_ACT_SILU) return 0;
+/* The int8 epilogue straight to u8 levels in registers, every activation (SiLU through
+ * a2r_vsilu). On the bundled encoder (1 thread) the two passes (float_epilogue, then the
+ * quantising) were a fifth of its time. */
+static void u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scale, float shift,
+                               const float *restrict r, int act, float alpha,
+                               uint8_t *restrict yq, act_quant oq, int64_t n) {
     const __m512i z = _mm512_set1_epi32(cz);
     const __m512 sc = _mm512_set1_ps(scale), sh = _mm512_set1_ps(shift);
     const __m512 al = _mm512_set1_ps(alpha), inv = _mm512_set1_ps(oq.inv);
@@ -666,11 +662,8 @@ static int u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scale
                                               r ? _mm512_maskz_loadu_ps(m, r + t) : none,
                                               act, z, sc, sh, al, inv, zp, top));
     }
-    return 1;
 }
 #endif
-
-#define EPILOGUE_CHUNK 256 /* floats: a u8 output's values pass through L1 first */
 
 /* float_epilogue into y, or with yq (int8 only) as u8 levels on the grid oq instead (quant_of
  * of the next layer's range: what that layer's to_lanes would make of y), y unused. */
@@ -682,16 +675,17 @@ static void epilogue(const geometry *g, const void *c, int32_t cz, float scale, 
         return;
     }
 #ifdef __AVX512F__
-    if (u8_epilogue_avx512((const int32_t *)c, cz, scale, shift, r, act, alpha, yq, oq, n))
-        return;
-#endif
-    float v[EPILOGUE_CHUNK];
-    for (int64_t t = 0; t < n; t += EPILOGUE_CHUNK) {
-        const int64_t len = A2R_MIN(EPILOGUE_CHUNK, n - t);
+    u8_epilogue_avx512((const int32_t *)c, cz, scale, shift, r, act, alpha, yq, oq, n);
+    (void)g;
+#else
+    float v[256]; /* the values pass through L1 */
+    for (int64_t t = 0; t < n; t += 256) {
+        const int64_t len = A2R_MIN(256, n - t);
         float_epilogue(g, (const char *)c + 4 * t, cz, scale, shift, r ? r + t : NULL, act,
                        alpha, v, len);
         quantise(v, len, oq, yq + t);
     }
+#endif
 }
 
 /* Row blocks per work item: all of them, unless (image, tile) items are too few for the
