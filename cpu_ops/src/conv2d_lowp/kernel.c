@@ -185,6 +185,28 @@ static act_quant quant_of(const float range[2], float *step) {
     return aq;
 }
 
+/* lanes[t], t < n, of int8 levels LEVEL(r0, t) .. LEVEL(r3, t) (rows r0..r3; missing rows,
+ * nrows < 4, are zq, the level of 0). */
+#define INT8_LANES(LEVEL)                                                                       \
+    switch (nrows) {                                                                            \
+    case 1:                                                                                     \
+        for (int64_t t = 0; t < n; t++)                                                         \
+            lanes[t] = LEVEL(r0, t) | zq << 8 | zq << 16 | zq << 24;                            \
+        break;                                                                                  \
+    case 2:                                                                                     \
+        for (int64_t t = 0; t < n; t++)                                                         \
+            lanes[t] = LEVEL(r0, t) | LEVEL(r1, t) << 8 | zq << 16 | zq << 24;                  \
+        break;                                                                                  \
+    case 3:                                                                                     \
+        for (int64_t t = 0; t < n; t++)                                                         \
+            lanes[t] = LEVEL(r0, t) | LEVEL(r1, t) << 8 | LEVEL(r2, t) << 16 | zq << 24;        \
+        break;                                                                                  \
+    default:                                                                                    \
+        for (int64_t t = 0; t < n; t++)                                                         \
+            lanes[t] = LEVEL(r0, t) | LEVEL(r1, t) << 8 | LEVEL(r2, t) << 16 |                  \
+                       LEVEL(r3, t) << 24;                                                      \
+    }
+
 /* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
 static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, int64_t nrows,
                      act_quant aq, uint32_t *restrict lanes, int64_t n) {
@@ -194,49 +216,20 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
         return;
     }
     const uint32_t zq = to_u8(0.0f, aq);
-    switch (nrows) {
-    case 1:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = to_u8(r0[t], aq) | zq << 8 | zq << 16 | zq << 24;
-        break;
-    case 2:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | zq << 16 | zq << 24;
-        break;
-    case 3:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | to_u8(r2[t], aq) << 16 |
-                       zq << 24;
-        break;
-    default:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = to_u8(r0[t], aq) | to_u8(r1[t], aq) << 8 | to_u8(r2[t], aq) << 16 |
-                       to_u8(r3[t], aq) << 24;
-    }
+#define QUANTISED(r, t) to_u8((r)[t], aq)
+    INT8_LANES(QUANTISED)
+#undef QUANTISED
 }
 
 /* to_lanes from D rows of u8 levels already on this layer's grid (x_u8): interleaved only. */
 static void u8_to_lanes(const uint8_t *restrict rows, int64_t ld, int64_t nrows, uint32_t zq,
                         uint32_t *restrict lanes, int64_t n) {
     const uint8_t *r0 = rows, *r1 = rows + ld, *r2 = rows + 2 * ld, *r3 = rows + 3 * ld;
-    switch (nrows) {
-    case 1:
-        for (int64_t t = 0; t < n; t++) lanes[t] = r0[t] | zq << 8 | zq << 16 | zq << 24;
-        break;
-    case 2:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | zq << 16 | zq << 24;
-        break;
-    case 3:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | (uint32_t)r2[t] << 16 | zq << 24;
-        break;
-    default:
-        for (int64_t t = 0; t < n; t++)
-            lanes[t] = r0[t] | (uint32_t)r1[t] << 8 | (uint32_t)r2[t] << 16 |
-                       (uint32_t)r3[t] << 24;
-    }
+#define GIVEN(r, t) ((uint32_t)(r)[t])
+    INT8_LANES(GIVEN)
+#undef GIVEN
 }
+#undef INT8_LANES
 
 /* The activations, float or (x_u8) u8 levels: lanes of the D rows from element at. */
 typedef struct {
