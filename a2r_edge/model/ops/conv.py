@@ -61,17 +61,19 @@ def _scratch_shapes(n, shapes, graph):
     return [] if (t, l) == (b, r) else [(x[0], x[1], x[2] + t + b, x[3] + l + r)]
 
 
-def _conv2d(n, x_shape) -> tuple[ops.Conv2d, bool]:
-    """The node's ops.Conv2d for inputs of x_shape, and whether its padding is symmetric (else
-    the input is copied into a zero-padded scratch and the Conv2d pads nothing)."""
+def _conv2d(n, x_shape) -> tuple[ops.Conv2d, tuple[int, int] | None]:
+    """The node's ops.Conv2d for inputs of x_shape, and the (top, left) padding when it is not
+    symmetric (None when it is): the input is then copied into a zero-padded scratch at that
+    offset and the Conv2d pads nothing."""
     a = n.attrs
     t, l, b, r = conv_pads(n, x_shape, a["w"].shape)
+    symmetric = (t, l) == (b, r)
     conv = ops.Conv2d(a["w"], a["b"], stride=tuple(a.get("strides") or (1, 1)),
-                      pad=(t, l) if (t, l) == (b, r) else (0, 0),
+                      pad=(t, l) if symmetric else (0, 0),
                       dilation=tuple(a.get("dilations") or (1, 1)), groups=a.get("group", 1),
                       activation=a["activation"], alpha=a.get("alpha", 0.01),
                       **precision_args(n))
-    return conv, (t, l) == (b, r)
+    return conv, None if symmetric else (t, l)
 
 
 def takes_u8(n, x_shape) -> bool:
@@ -79,8 +81,8 @@ def takes_u8(n, x_shape) -> bool:
     act_range grid (ops.Conv2d.takes_u8), written so by an int8 producer (``out_range``)."""
     if n.op != "Conv" or n.attrs.get("probe") is not None:
         return False
-    conv, symmetric = _conv2d(n, x_shape)
-    return symmetric and conv.takes_u8(x_shape)
+    conv, offset = _conv2d(n, x_shape)
+    return offset is None and conv.takes_u8(x_shape)
 
 
 def _build(n, graph, shapes, view, scratch):
@@ -88,13 +90,12 @@ def _build(n, graph, shapes, view, scratch):
     y = view(n.outputs[0])
     x = view(n.inputs[0])
     res = view(n.inputs[1]) if len(n.inputs) > 1 else None
-    conv, symmetric = _conv2d(n, x.shape)
-    t, l = conv_pads(n, x.shape, a["w"].shape)[:2]
-    if symmetric:
+    conv, offset = _conv2d(n, x.shape)
+    if offset is None:
         # out_range: the executor keeps this output as u8 levels for the next int8 Conv
         step = conv.bind(x, residual=res, out=y, out_range=a.get("out_range"))
     else:
-        padded = scratch[0]
+        padded, (t, l) = scratch[0], offset
         inner = padded[:, :, t:t + x.shape[2], l:l + x.shape[3]]
         run = conv.bind(padded, residual=res, out=y, out_range=a.get("out_range"))
 
