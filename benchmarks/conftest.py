@@ -37,7 +37,7 @@ def settle(run) -> None:
     comparison is of the steady state a stream or a batch sees, and a peer's pool still
     spinning after its first run cannot make those measurements choose 1 thread."""
     from a2r_edge.model import step_threads
-    for _ in range(step_threads.RECHECK + 4 * step_threads.SAMPLES + 2):
+    for _ in range(step_threads.SETTLE_RUNS):
         run()
 
 

@@ -12,11 +12,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from a2r_edge import ops
 from a2r_edge.engine import Engine
 from a2r_edge.model import NativeExecutor
 from a2r_edge.model import precision as prec
 from a2r_edge.model import reference as ref
 from a2r_edge.runtime import cpu
+from a2r_edge.runtime.scheduler import Plan
 from onnx_graphs import random_graph
 from tolerances import GUARD_PSNR_DB
 
@@ -202,7 +204,6 @@ def test_int8_u8_through_the_pixel_shuffle(rng, mode):
     text = ex.describe()
     # the same arithmetic by hand, floats between the layers
     (lo1, hi1), (lo2, hi2) = ex.act_ranges["first"], ex.act_ranges["second"]
-    from a2r_edge import ops
     h = ops.Conv2d(w1, None, pad=1, precision="int8", act_range=(lo1, hi1))(x)
     s = ref.pixel_shuffle(h, 2) if mode == "CRD" else \
         h.reshape(1, 2, 2, 6, 13, 17).transpose(0, 3, 4, 1, 5, 2).reshape(1, 6, 26, 34)
@@ -297,7 +298,6 @@ def test_stored_auto_choice_says_so_once(rng, tmp_path):
         first = first or chosen["model"]["reason"]
         assert chosen["model"]["reason"] == first
     assert chosen["model"]["stored"]
-    from a2r_edge.runtime.scheduler import Plan
     text = Plan("cpu", 1, "avx2", ()).with_precisions(chosen).precisions
     assert text == (("model", chosen["model"]["precision"], first + " [stored]"),)
 

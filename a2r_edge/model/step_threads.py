@@ -32,6 +32,9 @@ from .. import _kernels
 SAMPLES = 2   # timed runs at each count, after one warm-up run
 MARGIN = 0.9  # N threads must take under this fraction of 1 thread's time
 RECHECK = 16  # runs with the first choice before it is measured again (then kept)
+# runs after which a plan's choice is final for its configured count (a warm-up, 2 * SAMPLES
+# measured, RECHECK with the first choice, 2 * SAMPLES measured again, one spare)
+SETTLE_RUNS = RECHECK + 4 * SAMPLES + 2
 
 
 class StepThreads:
