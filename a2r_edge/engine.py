@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _settings
 from .model import package as pkg
+from .model.precision import resolve as resolve_precision
 from .picture import fallback, roi as roi_mod, stages, style as style_mod, tiling
 from .picture.cache import CacheInfo, ResultCache, model_key, picture_key
 from .picture.forward import (Forward, Slot, SlotPool, as_picture, bytes_per_pixel, padded_size,
@@ -47,7 +48,8 @@ class Engine:
     precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto"
     (per stage the fastest that keeps the quality guard against fp32; model/precision.py),
     measured on ``calibration`` (uint8 BGR pictures; default: the bundled sample) at
-    construction; with backend None the ONNX stages then run on the native backend.
+    construction; with backend None the ONNX stages the plan puts on the CPU then run on the
+    native backend (onnxruntime's CPU runs fp32; a GPU stays a candidate: make_plan).
     ``precisions`` and plan.describe() say what each stage runs at and why. A
     precision this machine or backend cannot run falls back to fp32 with one warning
     (strict=True: ValueError); an unknown one is a ValueError.
@@ -69,18 +71,16 @@ class Engine:
             raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
         self.tile = tiling.check_tile(tile, self.model.stride)
-        if backend is None and precision != "fp32":   # (an unknown one: ValueError below)
-            # reduced precision is the native executor's: its ONNX stages stay there, not on
-            # onnxruntime because a calibration run measured it faster at fp32
-            backend = "native"
+        precision = resolve_precision(precision, strict)
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)
         backend = backend_for_custom_ops(self.model.stages, backend, runners.unsupported)
         # single pictures: the lowest latency; batches and streams: the most frames per second
-        self.plan = make_plan(self.model.stages, device, backend, runners.unsupported)
+        self.plan = make_plan(self.model.stages, device, backend, runners.unsupported,
+                              precision=precision)
         self.stream_plan = make_plan(self.model.stages, device, backend, runners.unsupported,
-                                     objective="throughput")
+                                     objective="throughput", precision=precision)
         single = runners.for_plan(self.plan)
         self._stream_runners = (single if self.stream_plan.placements == self.plan.placements
                                 else runners.for_plan(self.stream_plan))

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from a2r_edge import ops
 from a2r_edge.engine import Engine
 from a2r_edge.model import NativeExecutor
+from a2r_edge.model import package as pkg
 from a2r_edge.model import precision as prec
 from a2r_edge.model import reference as ref
 from a2r_edge.runtime import cpu
@@ -347,18 +348,23 @@ def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
 
 def test_engine_keeps_reduced_precision_stages_native(monkeypatch):
     """With backend None a reduced precision keeps the ONNX stages on the native backend, even
-    where the scheduler (here a stand-in for a calibration run that measured onnxruntime faster
+    where the figures (here a stand-in for a calibration run that measured onnxruntime faster
     at fp32) would have put them on onnxruntime: strict bf16 then runs, not refuses."""
     from a2r_edge import engine as engine_mod
     real = engine_mod.make_plan
-
-    def onnxruntime_faster(stages, device, backend, unsupported, **kw):
-        return real(stages, device, backend or "onnxruntime", unsupported, **kw)
-    monkeypatch.setattr(engine_mod, "make_plan", onnxruntime_faster)
+    stages = pkg.resolve(None).stages   # the bundled model's
+    onnxruntime_faster = {"schema": "a2r_edge.profile/1", "source": "measured", "stages": [
+        {"stage": s.name, "kind": s.kind, "backend": b, "device": "cpu", "size": 512, "ms": ms}
+        for s in stages for b, ms in (("native", 50.0), ("onnxruntime", 10.0))
+        if s.kind == "onnx" or b == "native"]}
+    monkeypatch.setattr(engine_mod, "make_plan",
+                        lambda *a, **kw: real(*a, profile=onnxruntime_faster, **kw))
     assert Engine(cache_mb=0).plan.backend_of("encode") == "onnxruntime"
     engine = Engine(precision="bf16", strict=True, cache_mb=0)
     assert {engine.plan.backend_of(s) for s in ("encode", "decode")} == {"native"}
     assert set(engine.precisions) == {"encode", "decode"}
+    assert "precision bf16, which onnxruntime's CPU backend does not run" in \
+        engine.plan.describe()
 
 
 # --- the generator families of tests/fixtures/generators (seeded random weights) -------------

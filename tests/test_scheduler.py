@@ -191,6 +191,21 @@ def test_unsupported_stage_goes_to_onnxruntime_with_the_reason():
                  unsupported={"encode": "unsupported op GridSample"})
 
 
+def test_reduced_precision_keeps_cpu_onnx_stages_native_and_the_gpu_a_candidate():
+    # onnxruntime's CPU runs fp32 only: at int8 the decode stays native although onnxruntime
+    # measured faster at fp32 (45 vs 60 ms); a strong GPU still takes the network (its own
+    # precision), and a stage the native executor cannot run still goes to onnxruntime.
+    plan = plan_for(profile(CPU), backends=CPU_BACKENDS, precision="int8")
+    assert [p.backend for p in plan.placements] == ["native"] * 4
+    assert "precision int8, which onnxruntime's CPU backend does not run" in plan.describe()
+    gpu = {"encode": 3.0, "stylize": 0.2, "decode": 4.0, "enhance": 0.5}
+    assert plan_for(profile(CPU, gpu), precision="auto").backend_of("decode") == \
+        "onnxruntime-cuda"
+    odd = plan_for(profile(CPU), backends=CPU_BACKENDS, precision="bf16",
+                   unsupported={"encode": "unsupported op GridSample"})
+    assert odd.backend_of("encode") == "onnxruntime" and odd.backend_of("decode") == "native"
+
+
 def test_forced_backend_and_bad_arguments():
     plan = plan_for(profile(CPU), backends=CPU_BACKENDS, backend="onnxruntime")
     assert plan.backend_of("encode") == plan.backend_of("decode") == "onnxruntime"

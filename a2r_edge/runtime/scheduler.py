@@ -275,7 +275,7 @@ def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
 
 # --- choosing ---------------------------------------------------------------------------------
 
-def _choices(stages, backends, device, backend, unsupported):
+def _choices(stages, backends, device, backend, unsupported, lowp: bool):
     choices = []
     for s in stages:
         opts = [b for b in backends if b.available and s.kind in b.kinds]
@@ -287,6 +287,8 @@ def _choices(stages, backends, device, backend, unsupported):
                 opts = [b for b in opts if b.name != "native"]
             if backend is not None:
                 opts = [b for b in opts if b.name == backend]
+            elif lowp and s.name not in unsupported:
+                opts = [b for b in opts if b.device != "cpu" or b.name == "native"]
         if device == "cpu":
             opts = [b for b in opts if b.device == "cpu"]
         elif device == "gpu" and any(b.device == "gpu" for b in opts):
@@ -347,18 +349,22 @@ def _kind(combo) -> str:
 def make_plan(stages, device: str = "auto", backend: str | None = None,
               unsupported: dict[str, str] | None = None, *, objective: str = "latency",
               size: int | None = None, profile: dict | None = None, backends=None,
-              cores: int | None = None, calibrate: bool = True) -> Plan:
+              cores: int | None = None, calibrate: bool = True, precision: str = "fp32") -> Plan:
     """The best plan for ``stages`` (the model's Stage list).
 
     device: "auto" | "cpu" | "gpu" | "split". backend: force every ONNX stage onto "native" or
-    "onnxruntime". unsupported: {stage: why the native executor cannot run it}. objective:
+    "onnxruntime". precision: of the native convolutions (model/precision.py); one other than
+    "fp32" keeps the ONNX stages that run on the CPU on the native executor, the one CPU backend
+    that has it (onnxruntime's CPU stays fp32), while the GPU backends stay candidates; the
+    stages are costed at their fp32 figures. unsupported: {stage: why the native executor
+    cannot run it}. objective:
     "latency" (single pictures) or "throughput" (batches, streams). size: picture side to cost
     at (default 512). profile: a profile dict to use instead of the stored one / calibration.
     backends: the Backend list (default ``available_backends()``; tests pass GPU ones).
     cores: CPU threads to share out (default: the kernels' thread count). calibrate: measure
     the stages when no figures exist (False: fall back to the native backend by rule).
 
-    >>> plan = make_plan(load_model("a2r_lite").stages)
+    >>> plan = make_plan(package.resolve(None).stages)   # the bundled model (model/package.py)
     >>> print(plan.describe())
     """
     if objective not in OBJECTIVES:
@@ -372,7 +378,8 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
     stages = tuple(stages)
     unsupported = unsupported or {}
     cores = cores or cpu.num_threads()
-    choices = _choices(stages, backends, device, backend, unsupported)
+    lowp = precision != "fp32"
+    choices = _choices(stages, backends, device, backend, unsupported, lowp)
     unavailable = tuple(f"{b.device}/{b.name}: {b.why_not}" for b in backends if not b.available)
     unavailable = tuple(dict.fromkeys(unavailable))
 
@@ -425,7 +432,7 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
 
     placements = tuple(Placement(s.name, b.name, b.device,
                                  _reason(s, b, opts, costs, size, unsupported, backend,
-                                         per_stage[i] is not None),
+                                         per_stage[i] is not None, precision),
                                  None if per_stage[i] is None else per_stage[i] * 1e3)
                        for i, (s, b, opts) in enumerate(zip(stages, best, choices)))
     uses_gpu = any(b.device == "gpu" for b in best)
@@ -468,11 +475,13 @@ def _why(scored, chosen, objective) -> str:
 
 
 def _reason(stage, chosen: Backend, options, costs: Costs, size, unsupported, backend,
-            costed: bool) -> str:
+            costed: bool, precision: str) -> str:
     if stage.kind == "onnx" and stage.name in unsupported:
         prefix = f"the native executor cannot run it: {unsupported[stage.name]}; "
     elif stage.kind == "onnx" and backend is not None:
         prefix = "asked for; "
+    elif stage.kind == "onnx" and precision != "fp32" and chosen.device == "cpu":
+        prefix = f"precision {precision}, which onnxruntime's CPU backend does not run; "
     else:
         prefix = ""
     if not costed or len(options) == 1:
