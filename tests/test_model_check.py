@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from a2r_edge.model import precision as prec
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "generators")
 
@@ -31,3 +33,16 @@ def test_model_check_fixed_size_model_and_bad_input(tmp_path):
     bad.write_bytes(b"\x08\x07garbage")
     r = check(str(bad), "--no-speed")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_model_check_times_a_precision_and_profiles_the_ops():
+    r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--size", "32x32", "--runs", "1",
+              "--precision", "int8", "--profile")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "native at int8, calibrated on the bundled sample" in out
+    if "int8" in prec.runnable():   # (the baseline level runs fp32)
+        assert "1 thread: int8, " in out and "dB against fp32 (guard 40 dB): asked for" in out
+    assert "where the native time goes: " in out and "Conv " in out
+    r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--precision", "fp16")
+    assert r.returncode == 2 and "invalid choice: 'fp16'" in r.stderr

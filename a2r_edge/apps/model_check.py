@@ -7,7 +7,10 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
   * parity against onnxruntime on a seeded random input in [-1, 1]: the largest difference per
     output, against 1e-4 of the output's range (exit code 1 when it fails);
   * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
-    medians of --runs runs after one warm-up, and their ratio.
+    medians of --runs runs after one warm-up, and their ratio; the native side at --precision
+    (bf16, int8 or auto: calibrated on the bundled sample picture, its PSNR against the
+    native fp32 output printed beside the quality guard);
+  * with --profile, where the native time goes: each op type's share of a run.
 Bad models print one line and exit 2, like every command.
 """
 from __future__ import annotations
@@ -17,6 +20,8 @@ import time
 import warnings
 
 import numpy as np
+
+from .convert import PRECISION_CHOICES
 
 PARITY = 1e-4   # of the output range, as the generator tests
 
@@ -31,6 +36,10 @@ def add_parser(sub) -> None:
                    help="input size (default 256x256, or the model's fixed size)")
     c.add_argument("--runs", type=int, default=5, help="timed runs per backend (default 5)")
     c.add_argument("--no-speed", action="store_true", help="skip the timing")
+    c.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
+                   help="the native convolutions' precision in the timing (default fp32)")
+    c.add_argument("--profile", action="store_true",
+                   help="print each op type's share of the native run time")
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -67,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
     import onnxruntime as ort
 
     from ..model import NativeExecutor
-    from ..runtime import cpu
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -116,17 +124,58 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}: max |native - onnxruntime| {err:.3g} = {err / span:.2g} of the "
               f"range ({'ok' if good else 'FAIL'}, limit {PARITY:g})")
     if not args.no_speed:
-        print(f"\nspeed (median of {args.runs} runs, ms):")
-        for threads in sorted({1, cpu.num_threads()}):
-            with cpu.using_threads(threads), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                timed = NativeExecutor(args.model)
-                native = _median_ms(lambda: timed.run_many({ex.input_names[0]: x}), args.runs)
-            so = ort.SessionOptions()
-            so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-            so.log_severity_level = 3
-            s2 = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
-            peer = _median_ms(lambda: s2.run(None, {ex.input_names[0]: x}), args.runs)
-            print(f"  {threads} thread{'s' if threads > 1 else ''}: native {native:.1f}, "
-                  f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
+        _speed(args, ex.input_names[0], x)
     return 0 if ok else 1
+
+
+def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
+    """The native executor at args.precision against onnxruntime fp32, per thread count."""
+    import onnxruntime as ort
+
+    from ..model import NativeExecutor, precision as prec
+    from ..model.step_threads import profile
+    from ..runtime import cpu
+
+    low = args.precision != "fp32"
+    cal = _calibration_input(x.shape) if low else None
+    print(f"\nspeed (median of {args.runs} runs, ms; native at {args.precision}"
+          f"{', calibrated on the bundled sample' if low else ''}):")
+    for threads in sorted({1, cpu.num_threads()}):
+        with cpu.using_threads(threads), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            timed = NativeExecutor(args.model)
+            if low:
+                want = timed.run(cal).copy()
+                entry = prec.plan(timed, [cal], args.precision)
+                db = prec.psnr(timed.run(cal), want)
+                guard = prec.GUARD_PSNR_DB.get(entry["precision"])
+                print(f"  {threads} thread{'s' if threads > 1 else ''}: {entry['precision']}, "
+                      f"{db:.1f} dB against fp32"
+                      f"{f' (guard {guard:.0f} dB)' if guard else ''}: {entry['reason']}")
+            native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
+            steps = profile(timed.plan_for({name: x.shape}), args.runs) if args.profile else None
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.log_severity_level = 3
+        s2 = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
+        peer = _median_ms(lambda: s2.run(None, {name: x}), args.runs)
+        print(f"  {threads} thread{'s' if threads > 1 else ''}: native {native:.1f}, "
+              f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
+        if steps:
+            total = sum(steps.values())
+            print("    where the native time goes: " + ", ".join(
+                f"{op} {t / total:.0%}" for op, t in sorted(steps.items(), key=lambda i: -i[1])
+                if t / total >= 0.01))
+
+
+def _calibration_input(shape) -> np.ndarray:
+    """The bundled sample picture (precision.calibration_pictures) at ``shape``'s size, RGB in
+    [-1, 1] (N, C, H, W): a picture's activation ranges, where the random input has noise's."""
+    import cv2
+
+    from ..model import precision as prec
+    n, c, h, w = shape
+    img = cv2.resize(prec.calibration_pictures()[0], (w, h), interpolation=cv2.INTER_AREA)
+    rgb = img[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 127.5 - 1
+    planes = rgb[np.arange(c) % 3] if c != 3 else rgb
+    return np.ascontiguousarray(np.broadcast_to(planes, (n, c, h, w)))
