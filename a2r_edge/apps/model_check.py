@@ -141,6 +141,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
     print(f"\nspeed (median of {args.runs} runs, ms; native at {args.precision}"
           f"{', calibrated on the bundled sample' if low else ''}):")
     for threads in sorted({1, cpu.num_threads()}):
+        label = f"{threads} thread{'s' if threads > 1 else ''}"
         with cpu.using_threads(threads), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             timed = NativeExecutor(args.model)
@@ -149,8 +150,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
                 entry = prec.plan(timed, [cal], args.precision)
                 db = prec.psnr(timed.run(cal), want)
                 guard = prec.GUARD_PSNR_DB.get(entry["precision"])
-                print(f"  {threads} thread{'s' if threads > 1 else ''}: {entry['precision']}, "
-                      f"{db:.1f} dB against fp32"
+                print(f"  {label} at {entry['precision']}: {db:.1f} dB against fp32"
                       f"{f' (guard {guard:.0f} dB)' if guard else ''}: {entry['reason']}")
             native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
             steps = profile(timed.plan_for({name: x.shape}), args.runs) if args.profile else None
@@ -159,7 +159,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
         so.log_severity_level = 3
         s2 = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
         peer = _median_ms(lambda: s2.run(None, {name: x}), args.runs)
-        print(f"  {threads} thread{'s' if threads > 1 else ''}: native {native:.1f}, "
+        print(f"  {label}: native {native:.1f}, "
               f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
         if steps:
             total = sum(steps.values())
