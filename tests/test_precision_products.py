@@ -82,8 +82,8 @@ def test_generator_plans_keep_the_guard_with_conv_transposes(name, precision):
 @pytest.mark.parametrize("kernel, stride", [((4, 4), 2), ((3, 3), 2), ((2, 2), 2), ((3, 3), 1)])
 @pytest.mark.parametrize("precision", LOWP)
 def test_conv_transpose_forms_at_low_precision(rng, kernel, stride, precision):
-    """Each 2-D form (stacked: k a multiple of s; per phase: k3 s2; stride 1) at precision,
-    with a bias, against its fp32 output."""
+    """Each 2-D shape (k a multiple of s; k3 s2, stacked with zero taps at bf16/int8 and run
+    per phase at fp32; stride 1) at precision, with a bias, against its fp32 output."""
     w = (rng.standard_normal((16, 8) + kernel) / 8).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
     node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="up",

@@ -8,16 +8,16 @@ taps; so one stride-1 convolution of x with stride^2 * C_out outputs (the flippe
 stacked, zeros for the taps a phase lacks, the bias in its epilogue) computes every phase, and
 depth-to-space (ops.pixel_shuffle) interleaves them; pads and output_padding become a crop.
 No zero-stuffed input, no col2im, the FLOPs of the direct form. That is for kernels that are
-a multiple of the stride (k4 s2, k2 s2); other kernels (k3 s2) would get zero taps, so each
-phase runs as its own stride-1 convolution with its sub-kernel and is copied into its strided
-positions of y.
+a multiple of the stride (k4 s2, k2 s2); other kernels (k3 s2) would get zero taps, so at fp32
+each phase runs as its own stride-1 convolution with its sub-kernel and is copied into its
+strided positions of y (at bf16 and int8 they are stacked all the same: ``_form``).
 
-Both 2-D forms run on ops.Conv2d, so at the plan's bf16/int8 precision too (the conv.py
-attributes: weights packed once per plan, per-output-channel int8 weight scales, the activation
-range of x from calibration). Otherwise (1-D/3-D, dilations): per batch item and group one
-matrix product of the (taps * C_out/g, C_in/g) weights with the input (C_in/g, pixels), each
-tap's block added into the strided positions of an uncropped output buffer, then the crop and
-the bias; always fp32.
+Both 2-D forms run on ops.Conv2d, the stacked one at the plan's bf16/int8 precision too (the
+conv.py attributes: weights packed once per plan, per-output-channel int8 weight scales, the
+activation range of x from calibration). Otherwise (1-D/3-D, dilations): per batch item and
+group one matrix product of the (taps * C_out/g, C_in/g) weights with the input (C_in/g,
+pixels), each tap's block added into the strided positions of an uncropped output buffer,
+then the crop and the bias; always fp32.
 """
 from __future__ import annotations
 
@@ -170,19 +170,24 @@ def _stacked_plan(x_shape, geo):
                           geo["out"][i]) for i in range(2)]
 
 
-def _form(x_shape, geo) -> str:
+def _form(x_shape, geo, precision: str = "fp32") -> str:
     """"stacked" (kernel a multiple of the stride: no zero taps), "phases" (other 2-D kernels
-    without dilation: stacking would add zero taps, up to 1.8x the FLOPs at k3 s2, measured
-    1.1-1.3x slower than the phases run one by one) or "generic"."""
+    without dilation at fp32: stacking would add zero taps, up to 1.8x the FLOPs at k3 s2,
+    measured 1.1-1.3x slower than the phases run one by one) or "generic". At bf16 and int8
+    other kernels are stacked too: a phase's few taps make a short lane loop per register tile,
+    which costs the low-precision kernel more than the zero taps (CycleGAN's 16 -> 8 k3 s2
+    layer at 128^2, int8, 1 thread: 0.72 ms in phases, 0.44 ms stacked)."""
     if len(x_shape) != 4 or geo["d"] != [1, 1]:
         return "generic"
-    return "stacked" if all(k % s == 0 for k, s in zip(geo["k"], geo["s"])) else "phases"
+    return "stacked" if precision != "fp32" or \
+        all(k % s == 0 for k, s in zip(geo["k"], geo["s"])) else "phases"
 
 
 def takes_activation(node, x_shape, w_shape) -> bool:
-    """Whether this ConvTranspose runs in the stacked form, whose convolution can apply a
-    following Relu/LeakyRelu/SiLU in its epilogue (depth-to-space and the crop only move
-    values). graph.fuse asks before fusing one; the node then carries ``activation``/``alpha``."""
+    """Whether this ConvTranspose runs in the stacked form at every precision (fp32 included),
+    whose convolution can apply a following Relu/LeakyRelu/SiLU in its epilogue (depth-to-space
+    and the crop only move values). graph.fuse asks before fusing one; the node then carries
+    ``activation``/``alpha``."""
     try:
         return _form(x_shape, convt_geometry(node, x_shape, w_shape)) == "stacked"
     except (ValueError, UnsupportedOpError):
@@ -292,9 +297,9 @@ def _phase_plan(x_shape, w_shape, geo):
     return axes, pads
 
 
-def _build_phases(x, y, w, b, geo, padded, phase_out, precision=None):
-    """Closure: y = ConvTranspose(x) by stride^2 phase convolutions (see the module doc);
-    precision: ops.Conv2d's precision/act_range."""
+def _build_phases(x, y, w, b, geo, padded, phase_out):
+    """Closure: y = ConvTranspose(x) by stride^2 phase convolutions at fp32 (see the module
+    doc)."""
     group = geo["group"]
     cin, coutg = w.shape[:2]
     cing = cin // group
@@ -319,7 +324,7 @@ def _build_phases(x, y, w, b, geo, padded, phase_out, precision=None):
                 fills.append(dst)
                 continue
             sub = wc[:, :, py["taps"][::-1]][:, :, :, px["taps"][::-1]]
-            conv = ops.Conv2d(np.ascontiguousarray(sub), bias, groups=group, **(precision or {}))
+            conv = ops.Conv2d(np.ascontiguousarray(sub), bias, groups=group)
             uy, ux = len(py["taps"]), len(px["taps"])
             oh, ow = src.shape[2] - uy + 1, src.shape[3] - ux + 1
             out = phase_out.reshape(-1)[:y.shape[0] * y.shape[1] * oh * ow] \
@@ -353,7 +358,7 @@ def _phase_scratch(x_shape, w_shape, geo):
 def _scratch_shapes(node, shapes, graph):
     x, w = shapes[node.inputs[0]], shapes[node.inputs[1]]
     g = convt_geometry(node, x, w)
-    form = _form(x, g)
+    form = _form(x, g, precision_args(node)["precision"])
     if form == "stacked":
         return _stacked_scratch(x, shapes[node.outputs[0]], g)
     if form == "phases":
@@ -373,18 +378,18 @@ def _build(node, graph, shapes, view, scratch):
     w = get(1).astype(np.float32)
     geo = convt_geometry(node, x.shape, w.shape)
     b = get(2)
-    form = _form(x.shape, geo)
+    precision = precision_args(node)
+    form = _form(x.shape, geo, precision["precision"])
     if form == "stacked":
         return probing(node, x, _build_stacked(
             x, y, w, b, geo, scratch, node.attrs.get("activation"),
-            node.attrs.get("alpha", 0.01), precision_args(node)))
+            node.attrs.get("alpha", 0.01), precision))
     if node.attrs.get("activation"):
         raise AssertionError(f"ConvTranspose {node.name!r}: an activation fused into the "
                              f"{form} form (takes_activation said no)")
     if form == "phases":
         return probing(node, x, _build_phases(
-            x, y, w, b, geo, scratch[0] if len(scratch) == 2 else None, scratch[-1],
-            precision_args(node)))
+            x, y, w, b, geo, scratch[0] if len(scratch) == 2 else None, scratch[-1]))
     bias = None if b is None else _bias(b.astype(np.float32), y.shape[1], y.ndim)
     return _runner(x, _packed(w, geo["group"]), bias, geo, y, *scratch)
 
