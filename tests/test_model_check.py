@@ -44,5 +44,6 @@ def test_model_check_times_a_precision_and_profiles_the_ops():
     if "int8" in prec.runnable():   # (the baseline level runs fp32)
         assert "1 thread at int8: " in out and "dB against fp32 (guard 40 dB): asked for" in out
     assert "where the native time goes: " in out and "Conv " in out
+    assert "the 5 slowest steps:" in out and " ms " in out and "/model/" in out
     r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--precision", "fp16")
     assert r.returncode == 2 and "invalid choice: 'fp16'" in r.stderr

@@ -10,7 +10,8 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
     medians of --runs runs after one warm-up, and their ratio; the native side at --precision
     (bf16, int8 or auto: calibrated on the bundled sample picture, its PSNR against the
     native fp32 output printed beside the quality guard);
-  * with --profile, where the native time goes: each op type's share of a run.
+  * with --profile, where the native time goes: each op type's share of a run, and the
+    slowest steps (fused nodes) with their precision and output shape.
 Bad models print one line and exit 2, like every command.
 """
 from __future__ import annotations
@@ -133,7 +134,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
     import onnxruntime as ort
 
     from ..model import NativeExecutor, precision as prec
-    from ..model.step_threads import profile
+    from ..model.step_threads import step_times
     from ..runtime import cpu
 
     low = args.precision != "fp32"
@@ -153,7 +154,8 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
                 print(f"  {label} at {entry['precision']}: {db:.1f} dB against fp32"
                       f"{f' (guard {guard:.0f} dB)' if guard else ''}: {entry['reason']}")
             native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
-            steps = profile(timed.plan_for({name: x.shape}), args.runs) if args.profile else None
+            plan = timed.plan_for({name: x.shape})
+            steps = step_times(plan, args.runs) if args.profile else None
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
         so.log_severity_level = 3
@@ -162,10 +164,26 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
         print(f"  {label}: native {native:.1f}, "
               f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
         if steps:
-            total = sum(steps.values())
-            print("    where the native time goes: " + ", ".join(
-                f"{op} {t / total:.0%}" for op, t in sorted(steps.items(), key=lambda i: -i[1])
-                if t / total >= 0.01))
+            _print_profile(plan, steps)
+
+
+def _print_profile(plan, steps: list[float], slowest: int = 5) -> None:
+    """Each op type's share of the steps' total time, then the slowest steps."""
+    total = sum(steps) or 1.0
+    per_op: dict[str, float] = {}
+    for nd, t in zip(plan.step_nodes, steps):
+        per_op[nd.op] = per_op.get(nd.op, 0.0) + t
+    print("    where the native time goes: " + ", ".join(
+        f"{op} {t / total:.0%}" for op, t in sorted(per_op.items(), key=lambda i: -i[1])
+        if t / total >= 0.01))
+    print(f"    the {slowest} slowest steps:")
+    for i in sorted(range(len(steps)), key=lambda i: -steps[i])[:slowest]:
+        nd = plan.step_nodes[i]
+        at = plan.node_precision.get(nd.name)   # convolution-like nodes: "int8", "fp32: why"
+        print(f"      {steps[i] * 1e3:7.3f} ms {steps[i] / total:4.0%}  {nd.op}"
+              f"{f' @{at}' if at else ''} {nd.name} -> "
+              f"{'x'.join(str(d) for d in plan.shapes[nd.outputs[0]])}"
+              f"{' (u8)' if nd.outputs[0] in plan.u8 else ''}")
 
 
 def _calibration_input(shape) -> np.ndarray:

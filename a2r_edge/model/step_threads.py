@@ -1,5 +1,5 @@
 """Timing a plan's steps: how many threads each runs on, measured on the plan's first runs,
-and ``profile``, where a model's time goes.
+and ``step_times`` / ``profile``, where a model's time goes.
 
 A kernel splits its work over the configured threads when the work passes a fixed grain; on a
 small picture or a busy machine the fork/join (waiting for a core that another process holds)
@@ -109,10 +109,10 @@ class StepThreads:
             for n, c in sorted(self.choice.items()))
 
 
-def profile(plan, runs: int = 5) -> dict[str, float]:
-    """{op: median seconds per run} of ``plan``'s steps (an executor plan: ``steps`` and the
+def step_times(plan, runs: int = 5) -> list[float]:
+    """Median seconds per run of each of ``plan``'s steps (an executor plan: ``steps`` and the
     ``step_nodes`` they run), each timed on its own at the configured thread count, the plan's
-    inputs as they are: where a model's time goes. An onnxruntime region counts as one op."""
+    inputs as they are. An onnxruntime region is one step."""
     per_step = np.zeros((runs, len(plan.steps)))
     for r in range(runs + 1):
         for i, step in enumerate(plan.steps):
@@ -120,8 +120,13 @@ def profile(plan, runs: int = 5) -> dict[str, float]:
             step()
             if r:   # the first run warms up
                 per_step[r - 1, i] = time.perf_counter() - t
-    median = np.median(per_step, axis=0)
+    return [float(t) for t in np.median(per_step, axis=0)]
+
+
+def profile(plan, runs: int = 5) -> dict[str, float]:
+    """{op: median seconds per run} of ``plan``'s steps (step_times summed per op type): where
+    a model's time goes."""
     out: dict[str, float] = {}
-    for nd, t in zip(plan.step_nodes, median):
-        out[nd.op] = out.get(nd.op, 0.0) + float(t)
+    for nd, t in zip(plan.step_nodes, step_times(plan, runs)):
+        out[nd.op] = out.get(nd.op, 0.0) + t
     return out
