@@ -14,7 +14,7 @@ import platform
 import sys
 
 from . import _settings
-from .apps import convert, model_check, one_line_warnings
+from .apps import OneLineParser, convert, model_check, one_line_warnings
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -53,8 +53,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m a2r_edge",
-                                     description="a2r_edge: anime -> photo-realistic pictures.")
+    parser = OneLineParser(prog="python -m a2r_edge",
+                           description="a2r_edge: anime -> photo-realistic pictures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     convert.add_parser(sub)
     model_check.add_parser(sub)

@@ -70,6 +70,9 @@ def test_refuses_to_overwrite_an_input(tmp_path, model):
     (["in.png", "-o", "x.png", "--model", "nowhere"], "model not found"),
     (["in.png", "-o", "x.png", "--style-colour", "0.3"], "--style-colour needs --style"),
     (["in.png", "-o", "x.png", "--style", "in.png", "--style-colour", "1.5"], "in [0, 1]"),
+    (["in.png", "-o", "x.png", "--precision", "fp16"],
+     "a2r_edge convert: error: argument --precision: invalid choice: 'fp16'"),
+    (["in.png"], "a2r_edge convert: error: the following arguments are required: -o"),
 ])
 def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
     save(tmp_path / "in.png", (8, 8, 3))
@@ -78,6 +81,15 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
     p = cli("convert", *args, cwd=tmp_path)
     assert p.returncode == 2
     assert match in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr   # no usage block
+
+
+def test_every_command_reports_usage_errors_in_one_line():
+    for module, args in (("a2r_edge", []), ("a2r_edge", ["model", "check"]),
+                         ("a2r_edge.bench", ["--threads", "0"]), ("a2r_edge.video", [])):
+        p = cli(*args, module=module, timeout=120)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (module, args, p.stderr)
+        assert ": error: " in p.stderr and "(--help: usage)" in p.stderr
 
 
 def test_help_documents_the_options():

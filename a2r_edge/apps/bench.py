@@ -35,6 +35,7 @@ import numpy as np
 from ..runtime import measure
 from ..runtime.measure import (StageChain, bench_model, copy_bandwidth, fma_peak, lowp_peak,
                                median_time)
+from . import OneLineParser
 from .convert import PRECISION_CHOICES
 
 SCHEMA = "a2r_edge.profile/1"
@@ -324,12 +325,6 @@ def format_table(profile: dict) -> str:
     return "\n".join(lines)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse prints the whole usage otherwise)
-        sys.stderr.write(f"python -m a2r_edge.bench: error: {message}\n")
-        sys.exit(2)
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -341,8 +336,8 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m a2r_edge.bench",
-                     description="Measure this machine and write its hardware profile.")
+    parser = OneLineParser(prog="python -m a2r_edge.bench",
+                           description="Measure this machine and write its hardware profile.")
     parser.add_argument("--quick", action="store_true",
                         help="smaller cases, size 256 only: under a minute on 2 cores")
     parser.add_argument("--json", metavar="PATH", help="write the profile JSON here")
@@ -365,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = run_bench(quick=args.quick, threads=args.threads, sizes=args.sizes,
                             progress=not args.no_progress, precision=args.precision)
     except (ValueError, OSError, ImportError) as exc:
-        sys.stderr.write(f"python -m a2r_edge.bench: error: {exc}\n")
+        sys.stderr.write(f"a2r_edge.bench: error: {exc}\n")
         return 2
     print(format_table(profile))
     if args.json:

@@ -37,7 +37,7 @@ import numpy as np
 from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
-from . import one_line_warnings
+from . import OneLineParser, one_line_warnings
 from .convert import add_placement_options, add_style_options, check_style_options
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
@@ -248,15 +248,9 @@ def _alpha(text: str) -> float:
     return a
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse would add the usage block)
-        print(f"a2r_edge.video: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m a2r_edge.video",
-                description="Convert a camera feed or a video file frame by frame.")
+    p = OneLineParser(prog="python -m a2r_edge.video",
+                      description="Convert a camera feed or a video file frame by frame.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--camera", type=_camera_index, metavar="N",
                      help="camera index (0: the first)")
