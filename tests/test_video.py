@@ -72,6 +72,22 @@ def test_file_mode_keeps_every_frame_in_order_size_and_fps(package, tmp_path, ca
         assert int(np.argmin(err)) == k
 
 
+def test_file_mode_strength_zero_gives_the_frames_back(package, tmp_path):
+    """--strength reaches Engine.stream: at 0 each output is its input frame (up to MJPG's
+    loss), where the conversion moves it far (the tiny test model's output is noise-like)."""
+    src = tmp_path / "in.avi"
+    write_video(src, 4)
+    inputs, _ = read_video(src)
+    for strength, near in (("0", True), ("1", False)):
+        dst = tmp_path / f"out{strength}.avi"
+        assert video.main(["--input", str(src), "--output", str(dst), "--model", str(package),
+                           "--smooth", "0", "--strength", strength, "-q"]) == 0
+        got, _ = read_video(dst)
+        assert len(got) == 4
+        err = max(np.abs(g.astype(np.float32) - f).mean() for g, f in zip(got, inputs))
+        assert (err < 3) if near else (err > 10), (strength, err)
+
+
 @pytest.mark.parametrize("strength", [None, 0.9])
 def test_file_mode_style_moves_every_frame_towards_the_reference(package, tmp_path, strength):
     src, dst, ref_path = tmp_path / "in.avi", tmp_path / "out.avi", tmp_path / "ref.png"

@@ -50,6 +50,13 @@ def add_style_options(p: argparse.ArgumentParser, item: str) -> None:
                         "default: half-way)")
 
 
+def add_strength_option(p: argparse.ArgumentParser) -> None:
+    """--strength, as convert and video take it (Engine.convert / stream strength=)."""
+    p.add_argument("--strength", type=unit_number("--strength"), metavar="S",
+                   help="how much of the conversion to keep: input + S (output - input), "
+                        "0 (the input) .. 1 (the model's output); default: the model's own")
+
+
 def add_placement_options(p: argparse.ArgumentParser) -> None:
     """--device and --precision, as convert and video take them."""
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "split"),
@@ -75,9 +82,7 @@ def add_parser(sub) -> None:
                    help="a model package folder or a plain ONNX image-to-image file "
                         "(default: the bundled a2r_lite)")
     add_style_options(p, "picture")
-    p.add_argument("--strength", type=unit_number("--strength"), metavar="S",
-                   help="how much of the conversion to keep: input + S (output - input), "
-                        "0 (the input) .. 1 (the model's output); default: the model's own")
+    add_strength_option(p)
     p.add_argument("--roi", choices=("face",),
                    help="convert only the character's face region, pasted back feathered "
                         "(needs the optional animeface package; no face: the whole picture)")

@@ -38,7 +38,8 @@ from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
 from . import OneLineParser, one_line_warnings
-from .convert import add_placement_options, add_style_options, check_style_options
+from .convert import (add_placement_options, add_strength_option, add_style_options,
+                      check_style_options)
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
 
@@ -269,6 +270,7 @@ def parser() -> argparse.ArgumentParser:
                         "source size)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
     add_style_options(p, "frame")
+    add_strength_option(p)
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
                    help="weight of the past in the EMA of AdaIN statistics, ROI boxes and, "
                         "with --style, the frames' colour statistics (0: none; default 0.8, "
@@ -412,7 +414,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     colour_ema = EmaStats(args.smooth) if args.smooth > 0 and style is not None else None
     metrics = _serve_metrics(args.metrics_port)
     stream = engine.stream(prepared(), style, content_stats=ema, colour_stats=colour_ema,
-                           style_colour=args.style_colour, metrics=metrics)
+                           style_colour=args.style_colour, metrics=metrics,
+                           strength=args.strength)
     if out_path is None and not args.show:
         print("a2r_edge.video: note: no --output: the converted frames are not written "
               "(give --output FILE.webm/.mp4/.avi)", file=sys.stderr)
