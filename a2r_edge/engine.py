@@ -52,7 +52,8 @@ class Engine:
     native backend (onnxruntime's CPU runs fp32; a GPU stays a candidate: make_plan).
     ``precisions`` and plan.describe() say what each stage runs at and why. A
     precision this machine or backend cannot run falls back to fp32 with one warning
-    (strict=True: ValueError); an unknown one is a ValueError.
+    (strict=True: ValueError; "auto" on a plan with no native stage is fp32 without one); an
+    unknown one is a ValueError.
     Thread-safe: the network steps of concurrent calls run one at a time; preparing and
     finishing pictures overlap. ``plan`` (the lowest latency) runs single pictures,
     ``stream_plan`` (the most frames per second) runs convert_batch and stream (on a

@@ -344,6 +344,11 @@ def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
         engine = Engine(backend="onnxruntime", precision="int8", cache_mb=0)
     assert engine.precisions == {}
     assert sum("running fp32" in r.getMessage() for r in caplog.records) == 1
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="a2r_edge"):   # auto: nothing to choose, no warning
+        assert Engine(backend="onnxruntime", precision="auto", strict=True,
+                      cache_mb=0).precisions == {}
+    assert not caplog.records
 
 
 def test_engine_keeps_reduced_precision_stages_native(monkeypatch):

@@ -24,9 +24,12 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
     calibration: uint8 BGR pictures or None (the bundled sample); model_digest: () -> the
-    stages' digest naming the stored choices (asked only when calibrating). A precision no
-    native stage can run falls back to fp32 with one warning (strict: ValueError)."""
+    stages' digest naming the stored choices (asked only when calibrating). bf16 or int8 where
+    no stage runs natively falls back to fp32 with one warning (strict: ValueError); "auto"
+    then has nothing to choose and returns {}."""
     precision = prec.resolve(precision, strict)
+    if precision == "auto" and not executors:   # a GPU plan, or backend="onnxruntime"
+        return {}
     if precision != "fp32" and not executors:
         msg = f"precision {precision!r} needs the native backend; no stage runs on it"
         if strict:
