@@ -181,12 +181,12 @@ def test_bf16_winograd_epilogue(native, rng, act):
 
 def test_bf16_winograd_auto_rule(isa, rng):
     """auto takes the bf16 Winograd path where it was measured faster than direct bf16: with the
-    dot-product unit (avx512_bf16) from 24 channels in and out with C*O >= 1152, without it (the
+    dot-product unit (avx512_bf16) from 24 channels in and out with C*O >= 768, without it (the
     GEMM widened to fp32) from 16, never where AMX tiles run (avx512_amx, 8+ channels here);
     bit-identical to the forced path. int8 stays direct."""
     dot = isa == "avx512_bf16"
-    for c, o in ((32, 32), (24, 48), (64, 64), (16, 96), (8, 64)):
-        wino = c >= 24 and o >= 24 and c * o >= 1152 if dot else c >= 16 and o >= 16
+    for c, o in ((24, 24), (24, 32), (32, 32), (24, 48), (64, 64), (16, 96), (8, 64)):
+        wino = c >= 24 and o >= 24 and c * o >= 768 if dot else c >= 16 and o >= 16
         wino = wino and isa != "avx512_amx"
         x, wt, b = make(rng, 1, c, 12, 10, o, 3)
         conv = ops.Conv2d(wt, b, pad=1, precision="bf16")  # one packing serves both paths

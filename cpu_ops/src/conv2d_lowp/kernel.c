@@ -700,17 +700,20 @@ extern int a2r_conv2d_algo;
 /* bf16 Winograd where it can run and was measured to pay. With the dot-product unit the bf16
  * GEMM is twice as fast as the fp32 one but the transforms cost the same, so it pays later than
  * at fp32. Forced-path CPU times, 1 thread, Zen 4 avx512_bf16, Winograd vs direct at 128^2
- * (C -> O): 16 -> 16 0.49 vs 0.40 ms, 32 -> 16 0.93 vs 0.76, 16 -> 32 0.77 vs 0.77, 32 -> 24
- * 1.16 vs 1.12, 24 -> 32 0.99 vs 1.13, 32 -> 32 1.42 vs 1.48 (64^2 0.38 vs 0.38, 256^2 6.9 vs
- * 6.8), 24 -> 48 1.41 vs 1.73, 64 -> 64 4.4 vs 6.3; 48 -> 48 at 64^2 0.63 vs 0.81: C*O >= 1152
- * keeps the clear wins and leaves the break-even 32 -> 32 direct. Without it (bf16 widened to
+ * (C -> O), on a loaded box: 16 -> 16 0.49 vs 0.40 ms, 32 -> 16 0.93 vs 0.76, 16 -> 32 0.77 vs
+ * 0.77, 32 -> 24 1.16 vs 1.12, 24 -> 32 0.99 vs 1.13, 32 -> 32 1.42 vs 1.48 (64^2 0.38 vs 0.38,
+ * 256^2 6.9 vs 6.8), 24 -> 48 1.41 vs 1.73, 64 -> 64 4.4 vs 6.3; 48 -> 48 at 64^2 0.63 vs 0.81.
+ * Later, on a quiet VM (wall-clock medians of 40 calls, three rounds, direct / Winograd): 24 ->
+ * 32 1.13-1.14x, 32 -> 24 1.04-1.05x, 32 -> 32 1.05-1.06x at 64^2, 1.13-1.15x at 128^2,
+ * 1.04-1.07x at 256^2; 16 -> 32 0.78-1.02x, 16 -> 24 0.87-0.89x, 32 -> 16 0.91-0.92x, 24 -> 24
+ * 1.06-1.25x at 128^2 but 0.95x at 256^2. So C, O >= 24 with C*O >= 768. Without it (bf16 widened to
  * fp32, the GEMM the bottleneck) Winograd wins from 16 channels: avx2 16 -> 16 0.85 vs 1.00,
  * 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08; avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs
  * 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
 #ifdef LOWP_DOT
 #define WINO_MIN_C 24
 #define WINO_MIN_O 24
-#define WINO_MIN_CO 1152
+#define WINO_MIN_CO 768
 #else
 #define WINO_MIN_C 16
 #define WINO_MIN_O 16
