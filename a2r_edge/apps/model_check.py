@@ -151,8 +151,10 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
                 entry = prec.plan(timed, [cal], args.precision)
                 db = prec.psnr(timed.run(cal), want)
                 guard = prec.GUARD_PSNR_DB.get(entry["precision"])
-                print(f"  {label} at {entry['precision']}: {db:.1f} dB against fp32"
-                      f"{f' (guard {guard:.0f} dB)' if guard else ''}: {entry['reason']}")
+                quality = ("the fp32 output itself" if db == float("inf") else
+                           f"{db:.1f} dB against fp32"
+                           f"{f' (guard {guard:.0f} dB)' if guard else ''}")
+                print(f"  {label} at {entry['precision']}: {quality}: {entry['reason']}")
             native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
             plan = timed.plan_for({name: x.shape})
             steps = step_times(plan, args.runs) if args.profile else None
