@@ -8,8 +8,8 @@ import warnings
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose usage errors read as every other error of the commands: one line,
-    "a2r_edge convert: error: ...", exit code 2 (argparse prints its whole usage block first; --help
-    still shows it). Subcommands' parsers are of the same class (add_subparsers)."""
+    "a2r_edge convert: error: ...", exit code 2 (argparse prints its whole usage block first;
+    --help still shows it). Subcommands' parsers are of the same class (add_subparsers)."""
 
     def error(self, message):
         name = self.prog.removeprefix("python -m ")   # "a2r_edge convert", "a2r_edge.video"

@@ -357,14 +357,15 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
     "fp32" keeps the ONNX stages that run on the CPU on the native executor, the one CPU backend
     that has it (onnxruntime's CPU stays fp32), while the GPU backends stay candidates; the
     stages are costed at their fp32 figures. unsupported: {stage: why the native executor
-    cannot run it}. objective:
-    "latency" (single pictures) or "throughput" (batches, streams). size: picture side to cost
-    at (default 512). profile: a profile dict to use instead of the stored one / calibration.
-    backends: the Backend list (default ``available_backends()``; tests pass GPU ones).
+    cannot run it}. objective: "latency" (single pictures) or "throughput" (batches, streams).
+    size: picture side to cost at (default 512). profile: a profile dict to use instead of the
+    stored one / calibration. backends: the Backend list (default ``available_backends()``;
+    tests pass GPU ones).
     cores: CPU threads to share out (default: the kernels' thread count). calibrate: measure
     the stages when no figures exist (False: fall back to the native backend by rule).
 
-    >>> plan = make_plan(package.resolve(None).stages)   # the bundled model (model/package.py)
+    >>> from a2r_edge.model import package
+    >>> plan = make_plan(package.resolve(None).stages)   # the bundled model
     >>> print(plan.describe())
     """
     if objective not in OBJECTIVES:
