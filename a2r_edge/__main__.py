@@ -4,7 +4,7 @@
   model     model check MODEL: coverage, parity and speed of a bring-your-own ONNX model
             against onnxruntime (see apps/model_check.py)
   info      the setup report: version, CPU kernel level, OpenMP and threads, the hardware, where
-            each stage of the model runs and why (the plan), every A2R_* setting
+            each stage of the model runs and why (the plan, at --precision), every A2R_* setting
 Usage errors, bad settings and bad inputs print one line each and exit with code 2.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  (no model: the bundled {pkg.DEFAULT_MODEL} is not installed; pass --model)")
     else:
         from a2r_edge.engine import Engine
-        eng = Engine(args.model, args.device)
+        eng = Engine(args.model, args.device, precision=args.precision)
         print(f"  model {eng.model.name} {eng.model.version}")
         print("  " + eng.plan.describe().replace("\n", "\n  "))
         if eng.stream_plan.placements != eng.plan.placements:
@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "the plan, settings)")
     info.add_argument("--model", help="model package folder or ONNX file (default: bundled)")
     info.add_argument("--device", default="auto", help="auto | cpu | gpu | split")
+    info.add_argument("--precision", default="fp32", choices=convert.PRECISION_CHOICES,
+                      help="the precision to plan at (auto: calibrated here, as convert "
+                           "does); the plan then says what each stage runs at and why")
     args = parser.parse_args(argv)
     try:
         one_line_warnings("a2r_edge")

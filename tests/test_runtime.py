@@ -120,6 +120,14 @@ def test_info_reports_everything():
         assert name in p.stdout
 
 
+def test_info_shows_the_precision_choice():
+    p = subprocess.run([sys.executable, "-m", "a2r_edge", "info", "--precision", "auto"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for stage in ("encode", "decode"):   # the bundled model's native stages
+        assert f"{stage:<12} convolutions at " in p.stdout
+
+
 def test_cli_usage_error_exits_2():
     p = subprocess.run([sys.executable, "-m", "a2r_edge", "frobnicate"], capture_output=True,
                        text=True, timeout=120)
