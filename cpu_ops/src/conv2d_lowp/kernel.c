@@ -174,14 +174,14 @@ static inline uint32_t to_u8(float x, act_quant aq) {
     return (uint32_t)(int32_t)(t + 0.5f);
 }
 
-/* The u8 grid of a range {lo, hi} (widened to hold 0, so that zero padding is exact); *step:
- * the value of one level. The same rule for a layer's input and for an output written as u8
- * on the next layer's grid, so that the two agree bit for bit. */
+/* The u8 grid of a range {lo, hi} (widened to hold 0, so that zero padding is exact); *step
+ * (when step is not NULL): the value of one level. The same rule for a layer's input and for
+ * an output written as u8 on the next layer's grid, so that the two agree bit for bit. */
 static act_quant quant_of(const float range[2], float *step) {
     const float lo = A2R_MIN(range[0], 0.0f), hi = A2R_MAX(range[1], 0.0f);
     const float sa = hi > lo ? (hi - lo) / (float)A2R_U8_LEVELS : 1.0f;
     const act_quant aq = {1.0f / sa, __builtin_roundf(-lo / sa)};
-    *step = sa;
+    if (step) *step = sa;
     return aq;
 }
 
@@ -706,8 +706,8 @@ extern int a2r_conv2d_algo;
  * Later, on a quiet VM (wall-clock medians of 40 calls, three rounds, direct / Winograd): 24 ->
  * 32 1.13-1.14x, 32 -> 24 1.04-1.05x, 32 -> 32 1.05-1.06x at 64^2, 1.13-1.15x at 128^2,
  * 1.04-1.07x at 256^2; 16 -> 32 0.78-1.02x, 16 -> 24 0.87-0.89x, 32 -> 16 0.91-0.92x, 24 -> 24
- * 1.06-1.25x at 128^2 but 0.95x at 256^2. So C, O >= 24 with C*O >= 768. Without it (bf16 widened to
- * fp32, the GEMM the bottleneck) Winograd wins from 16 channels: avx2 16 -> 16 0.85 vs 1.00,
+ * 1.06-1.25x at 128^2 but 0.95x at 256^2. So C, O >= 24 with C*O >= 768. Without it (bf16
+ * widened to fp32, the GEMM the bottleneck) Winograd wins from 16 channels: avx2 16 -> 16 0.85 vs 1.00,
  * 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08; avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs
  * 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
 #ifdef LOWP_DOT
@@ -825,11 +825,11 @@ void A2R_KERNEL(a2r_conv2d_lowp)(const a2r_conv2d_shape *s, int precision, const
     const float *wscale = (const float *)(wl + s->groups * g.og_pad * g.kd);
     const int32_t *wsum = (const int32_t *)(wscale + s->o);
     act_quant aq = {1.0f, 0.0f}, oq = {1.0f, 0.0f};
-    float sa = 1.0f, so;
+    float sa = 1.0f;
     if (g.int8) aq = quant_of(x_range, &sa);
     uint8_t *yq = g.int8 && y_range ? (uint8_t *)y : NULL; /* else yf */
     float *yf = yq ? NULL : (float *)y;
-    if (yq) oq = quant_of(y_range, &so);
+    if (yq) oq = quant_of(y_range, NULL);
     const source xs = {x, g.int8 && x_u8};
     const int64_t blocks = g.og_pad / g.mr, tiles = (g.q + g.nt - 1) / g.nt;
     const int64_t images = s->n * s->groups;
