@@ -18,7 +18,8 @@ log = logging.getLogger("a2r_edge")
 def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: list[str],
                       runners: dict, convert: Callable, calibration,
                       model_digest: Callable[[], str]) -> dict:
-    """{stage: entry of model.precision.plan_stages} for ``precision`` ({} for fp32).
+    """{stage: entry of model.precision.plan_stages} for ``precision`` ({} for fp32), a
+    precision already resolved for this CPU (model.precision.resolve, as Engine does first).
 
     executors: {stage: native executor}; stage_names: the model's stages in order; runners: the
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
@@ -27,7 +28,6 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     stages' digest naming the stored choices (asked only when calibrating). bf16 or int8 where
     no stage runs natively falls back to fp32 with one warning (strict: ValueError); "auto"
     then has nothing to choose and returns {}."""
-    precision = prec.resolve(precision, strict)
     if precision == "auto" and not executors:   # a GPU plan, or backend="onnxruntime"
         return {}
     if precision != "fp32" and not executors:
