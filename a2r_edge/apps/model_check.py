@@ -156,8 +156,9 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
                            f"{f' (guard {guard:.0f} dB)' if guard else ''}")
                 print(f"  {label} at {entry['precision']}: {quality}: {entry['reason']}")
             native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
-            plan = timed.plan_for({name: x.shape})
-            steps = step_times(plan, args.runs) if args.profile else None
+            if args.profile:
+                plan = timed.plan_for({name: x.shape})
+                steps = step_times(plan, args.runs)
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
         so.log_severity_level = 3
@@ -165,7 +166,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
         peer = _median_ms(lambda: s2.run(None, {name: x}), args.runs)
         print(f"  {label}: native {native:.1f}, "
               f"onnxruntime {peer:.1f} -> {peer / native:.2f}x onnxruntime")
-        if steps:
+        if args.profile:
             _print_profile(plan, steps)
 
 
