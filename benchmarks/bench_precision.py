@@ -14,7 +14,9 @@
     this input against its own fp32 output) against the same executor at fp32, OpenVINO at its
     default precision and onnxruntime fp32;
   - a MatMul by a constant weight around ops/matmul.py's low-precision threshold: the 1x1-conv
-    form at bf16/int8 against numpy's fp32 product (the same executor at fp32).
+    form at bf16/int8 against numpy's fp32 product (the same executor at fp32);
+  - bf16 3x3 convolutions forced onto Winograd against forced direct, around the shapes where
+    auto starts taking Winograd (test_bf16_winograd_rule: what that rule is set from).
 The native plans are settled first (conftest.settle: their per-step thread choice final, before
 a peer runs). Nothing is asserted on time; the summary prints the ratios and whether each goal
 was met.
@@ -99,6 +101,39 @@ def test_conv_kernel(benchmark, threads, case, precision):
                     f"{paths['fp32']} {of32:.0%} of FMA roof")
     benchmark.extra_info.update(of_peak=row["of_peak"], peak_gops=roof / 1e9,
                                 fp32_of_peak=of32, paths=paths)
+
+
+# (C, O, H = W): around the bf16 Winograd rule of conv2d_lowp/kernel.c (use_winograd)
+WINOGRAD_RULE_CASES = [(16, 16, 256), (16, 24, 128), (16, 32, 128), (32, 16, 128), (24, 24, 128),
+                       (24, 24, 256), (24, 32, 128), (32, 24, 128), (32, 32, 64), (32, 32, 128),
+                       (32, 32, 256), (32, 48, 64), (48, 48, 64), (24, 48, 256), (64, 64, 128)]
+_WINOGRAD = 2  # A2R_CONV2D_WINOGRAD (a2r_kernels.h)
+
+
+@pytest.mark.parametrize("case", WINOGRAD_RULE_CASES, ids=lambda c: f"c{c[0]}_o{c[1]}_{c[2]}px")
+def test_bf16_winograd_rule(benchmark, threads, case):
+    """bf16 3x3 convolutions forced onto Winograd F(2,3) against the same forced direct: where
+    Winograd pays at this ISA level, and which path auto takes (its rule should take the faster
+    one). No goal: the figures are what the rule is set from."""
+    c, o, hw = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    conv = ops.Conv2d(w, None, pad=1, precision="bf16")
+    y = conv(x)
+    auto = path_taken(conv, x)
+
+    def forced(algo):
+        def run():
+            old = _kernels.conv2d_set_algo(algo)
+            try:
+                conv(x, out=y)
+            finally:
+                _kernels.conv2d_set_algo(old)
+        return run
+    compare(benchmark, forced(_WINOGRAD), forced(_DIRECT), op="bf16 winograd",
+            case=f"{c}->{o} {hw}^2 3x3, auto: {auto}", threads=threads,
+            peer_name="the same conv direct")
 
 
 def stage_input(stage: str, side: int) -> np.ndarray:

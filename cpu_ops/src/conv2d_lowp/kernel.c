@@ -703,13 +703,16 @@ extern int a2r_conv2d_algo;
  * (C -> O), on a loaded box: 16 -> 16 0.49 vs 0.40 ms, 32 -> 16 0.93 vs 0.76, 16 -> 32 0.77 vs
  * 0.77, 32 -> 24 1.16 vs 1.12, 24 -> 32 0.99 vs 1.13, 32 -> 32 1.42 vs 1.48 (64^2 0.38 vs 0.38,
  * 256^2 6.9 vs 6.8), 24 -> 48 1.41 vs 1.73, 64 -> 64 4.4 vs 6.3; 48 -> 48 at 64^2 0.63 vs 0.81.
- * Later, on a quiet VM (wall-clock medians of 40 calls, three rounds, direct / Winograd): 24 ->
- * 32 1.13-1.14x, 32 -> 24 1.04-1.05x, 32 -> 32 1.05-1.06x at 64^2, 1.13-1.15x at 128^2,
- * 1.04-1.07x at 256^2; 16 -> 32 0.78-1.02x, 16 -> 24 0.87-0.89x, 32 -> 16 0.91-0.92x, 24 -> 24
- * 1.06-1.25x at 128^2 but 0.95x at 256^2. So C, O >= 24 with C*O >= 768. Without it (bf16
- * widened to fp32, the GEMM the bottleneck) Winograd wins from 16 channels: avx2 16 -> 16 0.85 vs 1.00,
- * 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08; avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs
- * 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
+ * Later, on a quiet VM, `python -m pytest -q -s -c benchmarks/pytest.ini
+ * benchmarks/bench_precision.py -k winograd_rule` (Winograd / direct, two runs, 1 thread / 2
+ * threads): 24 -> 32 1.12-1.14x / 1.17-1.18x, 32 -> 24 0.96-1.04x / 1.10-1.13x, 32 -> 32 at
+ * 128^2 1.07-1.13x / 1.23x, 24 -> 48 at 256^2 1.13-1.15x / 1.08-1.16x; 16 -> 16, 16 -> 24 and
+ * 32 -> 16 0.78-1.04x, 16 -> 32 0.99-1.10x, 24 -> 24 0.98-1.14x. So C, O >= 24 with
+ * C*O >= 768. One loss remains in it: 32 -> 32 at 64^2 on 2 threads, 0.84-0.93x (1.00-1.06x on
+ * 1), a few hundredths of a millisecond, left to the rule rather than a size exception.
+ * Without the unit (bf16 widened to fp32, the GEMM the bottleneck) Winograd wins from 16
+ * channels: avx2 16 -> 16 0.85 vs 1.00, 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08;
+ * avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
 #ifdef LOWP_DOT
 #define WINO_MIN_C 24
 #define WINO_MIN_O 24
