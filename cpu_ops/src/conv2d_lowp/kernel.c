@@ -712,7 +712,8 @@ extern int a2r_conv2d_algo;
  * 1), a few hundredths of a millisecond, left to the rule rather than a size exception.
  * Without the unit (bf16 widened to fp32, the GEMM the bottleneck) Winograd wins from 16
  * channels: avx2 16 -> 16 0.85 vs 1.00, 16 -> 24 1.15 vs 1.50, 32 -> 32 2.43 vs 4.08;
- * avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs 3.08. With AMX tiles the direct path is taken wherever they run (auto). */
+ * avx512 16 -> 16 0.70 vs 0.74, 32 -> 32 1.98 vs 3.08. With AMX tiles the direct path is
+ * taken wherever they run (auto). */
 #ifdef LOWP_DOT
 #define WINO_MIN_C 24
 #define WINO_MIN_O 24
