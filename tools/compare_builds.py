@@ -99,8 +99,7 @@ def main() -> int:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             done = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.runs),
                                    args.precision, *args.conv], env=env, capture_output=True,
-                                  text=True,
-                                  check=True, cwd=tree)
+                                  text=True, check=True, cwd=tree)
             for case, (cpu, wall) in json.loads(done.stdout.splitlines()[-1]).items():
                 c, w = best[tree].get(case, (float("inf"), float("inf")))
                 best[tree][case] = (min(c, cpu), min(w, wall))
