@@ -99,6 +99,19 @@ def test_conv_transpose_forms_at_low_precision(rng, kernel, stride, precision):
     assert "@" + precision in tag_lines(ex, x.shape, "ConvTranspose")[0]
 
 
+def test_k3_s2_conv_transpose_is_stacked_below_fp32_only():
+    """The form rule (ops/conv_transpose.py _form): k3 s2 runs per phase at fp32 and stacked
+    (zero taps) at bf16/int8, where a phase's short lane loop costs more; k4 s2 always stacks."""
+    from a2r_edge.model.graph import Node
+    from a2r_edge.model.ops.conv_transpose import _form, convt_geometry
+    for k, forms in ((3, {"fp32": "phases", "bf16": "stacked", "int8": "stacked"}),
+                     (4, {"fp32": "stacked", "bf16": "stacked", "int8": "stacked"})):
+        node = Node("ConvTranspose", "up", ["x", "w"], ["y"],
+                    {"kernel_shape": [k, k], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+        geo = convt_geometry(node, (1, 16, 12, 10), (16, 8, k, k))
+        assert {p: _form((1, 16, 12, 10), geo, p) for p in forms} == forms
+
+
 def test_generic_conv_transpose_stays_fp32(rng):
     """A dilated ConvTranspose (the generic form) runs fp32 at any precision, is not ranged
     (so never in a fallback list) and describe() says why."""
