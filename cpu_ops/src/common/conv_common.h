@@ -4,7 +4,13 @@
 #ifndef A2R_CONV_COMMON_H
 #define A2R_CONV_COMMON_H
 
+#include <string.h>
+
+#include "a2r_isa.h"
 #include "a2r_math.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 /* v rounded up to a multiple of m (v >= 0, m > 0). */
 static inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -58,6 +64,48 @@ static inline float activate(float v, const int act, float alpha) {
     case A2R_ACT_LEAKY_RELU: return v >= 0.0f ? v : alpha * v;
     case A2R_ACT_SILU: return a2r_silu1(v);
     default: return v;
+    }
+}
+
+/* dst[t] = src[2t], t < n, of 32-bit elements (floats or int8/bf16 lanes), reading src[0 ..
+ * 2n-2] only: a stride-2 strip's phase columns. At AVX2, 16 elements are loaded as two vectors
+ * of 128-bit halves (0-3 | 8-11 and 4-7 | 12-15) so that one in-lane shuffle puts the eight
+ * even ones in order; the compiler's cross-lane vpermd pair costs about 4 cycles per 8 on Zen 2
+ * (perf: a third of a 16 -> 24 stride-2 conv at 512^2). */
+static inline void evens32(void *restrict dst, const void *restrict src, int64_t n) {
+    char *d = (char *)dst;
+    const char *p = (const char *)src;
+    int64_t t = 0;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    for (; t + 8 < n; t += 8) {
+        const float *q = (const float *)(p + 8 * t);
+        const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)),
+                                               _mm_loadu_ps(q + 8), 1);
+        const __m256 hi = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)),
+                                               _mm_loadu_ps(q + 12), 1);
+        _mm256_storeu_ps((float *)(d + 4 * t), _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    }
+#endif
+    for (; t < n; t++) memcpy(d + 4 * t, p + 8 * t, 4);
+}
+
+/* How many rows ahead of the one being copied a strip fill prefetches (conv2d 16 -> 24 stride
+ * 2 at 512^2, 1 thread, Zen 2: 10.4 -> 9.8 ms; 2, 4 and 8 alike within the noise). */
+#define PREFETCH_ROWS 4
+
+/* Prefetch the k-th row a strip fill reads, in its order (channel step, strip row r, phase row
+ * py): row (r0 + r)*sh + py - pad_h of the d channels of step k / (srows*sh) of x (the group's
+ * cg planes of h x w elements of elem bytes), if it lies in x. A fill copies rows from several
+ * planes a plane apart, which the hardware prefetcher picks up only after a few misses each. */
+static inline void prefetch_row(const a2r_conv2d_shape *s, const void *x, int64_t srows,
+                                int64_t r0, int64_t k, int64_t d, int64_t elem) {
+    const int64_t per_step = srows * s->stride_h, c0 = k / per_step * d, at = k % per_step;
+    const int64_t iy = (r0 + at / s->stride_h) * s->stride_h + at % s->stride_h - s->pad_h;
+    const int64_t c1 = A2R_MIN(c0 + d, s->c / s->groups);
+    if (iy < 0 || iy >= s->h) return;
+    for (int64_t c = c0; c < c1; c++) {
+        const char *row = (const char *)x + ((c * s->h + iy) * s->w) * elem;
+        for (int64_t o = 0; o < s->w * elem; o += 64) __builtin_prefetch(row + o);
     }
 }
 

@@ -277,7 +277,7 @@ static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *re
                             v_zero_n(d + q, a);
                             switch (sw) {
                             case 1: v_copy_n(d + q + a, src, e - a); break;
-                            case 2: gather(d + q + a, src, e - a, 2); break;
+                            case 2: evens32(d + q + a, src, e - a); break;
                             default: gather(d + q + a, src, e - a, sw); break;
                             }
                             v_zero_n(d + q + e, len - e);
@@ -459,29 +459,36 @@ static void depthwise(const a2r_conv2d_shape *s, const geometry *g, const float 
 static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float *restrict xg,
                        int64_t r0, float *restrict st) {
     const int64_t h = s->h, w = s->w, wq = g->wq, sh = s->stride_h, sw = s->stride_w;
+    const int64_t plane = g->srows * wq;
+    /* x's rows in order (phase rows py inside r: the prefetcher sees one stream per channel),
+     * and the phase columns px of a row one after the other, so that the later ones read the
+     * row from L1. */
     for (int64_t ci = 0; ci < g->cg; ci++)
-        for (int64_t py = 0; py < sh; py++)
-            for (int64_t px = 0; px < sw; px++) {
-                /* phase columns [u0, u1) fall inside the image */
-                const int64_t u0 = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
-                const int64_t u1 = A2R_MAX(u0, A2R_MIN(wq, first_valid(px - s->pad_w - w, sw)));
-                for (int64_t r = 0; r < g->srows; r++, st += wq) {
-                    const int64_t iy = (r0 + r) * sh + py - s->pad_h;
+        for (int64_t r = 0; r < g->srows; r++)
+            for (int64_t py = 0; py < sh; py++) {
+                const int64_t iy = (r0 + r) * sh + py - s->pad_h;
+                prefetch_row(s, xg, g->srows, r0, (ci * g->srows + r) * sh + py + PREFETCH_ROWS,
+                             1, sizeof(float));
+                for (int64_t px = 0; px < sw; px++) {
+                    float *restrict d = st + ((ci * sh + py) * sw + px) * plane + r * wq;
                     if (iy < 0 || iy >= h) {
-                        v_zero_n(st, wq);
+                        v_zero_n(d, wq);
                         continue;
                     }
+                    /* phase columns [u0, u1) fall inside the image */
+                    const int64_t u0 = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
+                    const int64_t u1 = A2R_MAX(u0, A2R_MIN(wq, first_valid(px - s->pad_w - w, sw)));
                     const float *src = xg + (ci * h + iy) * w + u0 * sw + px - s->pad_w;
-                    v_zero_n(st, u0);
+                    v_zero_n(d, u0);
                     switch (sw) {
-                    case 1: v_copy_n(st + u0, src, u1 - u0); break;
-                    case 2: gather(st + u0, src, u1 - u0, 2); break;
-                    default: gather(st + u0, src, u1 - u0, sw); break;
+                    case 1: v_copy_n(d + u0, src, u1 - u0); break;
+                    case 2: evens32(d + u0, src, u1 - u0); break;
+                    default: gather(d + u0, src, u1 - u0, sw); break;
                     }
-                    v_zero_n(st + u1, wq - u1);
+                    v_zero_n(d + u1, wq - u1);
                 }
             }
-    v_zero_n(st, NR);
+    v_zero_n(st + g->cg * sh * sw * plane, NR);
 }
 
 /* y offset (oy*ow + ox) of the NR columns from q0 when they are NR kept output pixels of one

@@ -271,13 +271,16 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
     const uint32_t zl = zero_lane(g, aq);
     const int64_t wq = g->wq, hw = s->h * s->w, sh = s->stride_h, sw = s->stride_w;
     uint32_t *restrict lanes = (uint32_t *)tmp;
+    const int64_t elem = x.x_u8 ? 1 : sizeof(float);
     for (int64_t cl = 0; cl < g->cd; cl++) {
         const int64_t c0 = cl * g->d, nrows = A2R_MIN(g->d, g->cg - c0);
-        for (int64_t py = 0; py < sh; py++)
-            for (int64_t r = 0; r < g->srows; r++) {
+        for (int64_t r = 0; r < g->srows; r++)   /* x's rows in order: one stream a plane */
+            for (int64_t py = 0; py < sh; py++) {
                 const int64_t iy = (r0 + r) * sh + py - s->pad_h;
                 const int valid = iy >= 0 && iy < s->h;
                 const int64_t src = xg + c0 * hw + iy * s->w;
+                prefetch_row(s, (const char *)x.base + xg * elem, g->srows, r0,
+                             (cl * g->srows + r) * sh + py + PREFETCH_ROWS, g->d, elem);
                 if (valid && sw > 1) source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
                 for (int64_t px = 0; px < sw; px++) {
                     uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
@@ -294,10 +297,9 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
                     for (int64_t t = e; t < wq; t++) dst[t] = zl;
                     if (sw == 1) /* D channel rows at stride hw: converted in place */
                         source_lanes(g, x, src + ix0, hw, nrows, aq, dst + a, e - a);
-                    else if (sw == 2) /* a constant stride: the vectoriser's even/odd
-                                         * permutes instead of a scalar loop (a fifth of the
-                                         * encoder's 16 -> 24 stride-2 conv, perf) */
-                        deal(lanes + ix0, 2, dst + a, e - a);
+                    else if (sw == 2) /* not a scalar loop: a fifth of the encoder's 16 ->
+                                         * 24 stride-2 conv (perf) */
+                        evens32(dst + a, lanes + ix0, e - a);
                     else
                         deal(lanes + ix0, sw, dst + a, e - a);
                 }
