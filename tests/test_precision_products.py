@@ -231,7 +231,9 @@ def test_auto_chooses_for_a_matmul_stage(rng):
         warnings.simplefilter("error")
         ex.run(x)
     c = ex.choice
-    assert set(c["psnr"]) == set(LOWP) and list(c["act_ranges"]) == ["fc"]
+    assert list(c["act_ranges"]) == ["fc"]
+    for p in LOWP:   # judged, or not offered: its one product runs faster at fp32
+        assert p in c["psnr"] or f"{p}: every convolution faster at fp32" in c["reason"], c
     if c["precision"] != "fp32":
         assert c["psnr"][c["precision"]] >= GUARD_PSNR_DB[c["precision"]]
     assert f"@{c['precision']}" in tag_lines(ex, x.shape, "MatMul")[0]

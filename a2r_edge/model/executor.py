@@ -52,27 +52,35 @@ def _reference_step(nd, graph: Graph, view):
 
 class _ConvMode:
     """How a plan's convolutions run: one precision for all but the nodes in ``fp32_nodes``
-    (the per-layer fallback, precision.fallback_nodes), the int8 activation range of each node
+    (the per-layer fallback, precision.fallback_nodes) and ``faster_fp32`` (those "auto" found
+    faster at fp32, precision.faster_at_fp32), the int8 activation range of each node
     (missing: ranged per call), and ``probe``, a dict collecting the fp32 ranges. Applied as
     attributes (ops/conv.py) of the nodes whose products can run at low precision: Conv, and
     ConvTranspose and MatMul/Gemm where their OpSpec.lowp says so (the "convolutions")."""
 
     def __init__(self, precision: str = "fp32", act_ranges: dict | None = None,
-                 probe: dict | None = None, fp32_nodes=()):
+                 probe: dict | None = None, fp32_nodes=(), faster_fp32=()):
         self.precision, self.act_ranges, self.probe = precision, act_ranges or {}, probe
-        self.fp32_nodes = frozenset(fp32_nodes)
+        self.fp32_nodes, self.faster_fp32 = frozenset(fp32_nodes), frozenset(faster_fp32)
 
-    def annotate(self, node) -> bool:
-        """Set node's attributes; True when it runs at fp32 by the per-layer fallback."""
+    def annotate(self, node) -> str | None:
+        """Set node's attributes; why it runs at fp32 in a reduced-precision plan, else None."""
         if self.probe is not None:
             node.attrs["probe"] = self.probe
         elif self.precision != "fp32":
             if node.name in self.fp32_nodes:
-                return True
+                return FALLBACK_WHY
+            if node.name in self.faster_fp32:
+                return FASTER_WHY
             node.attrs["precision"] = self.precision
             if self.precision == "int8":
                 node.attrs["act_range"] = self.act_ranges.get(node.name)
-        return False
+        return None
+
+
+# describe()'s tags of the convolutions a reduced-precision plan runs at fp32
+FALLBACK_WHY = "per-layer fallback"
+FASTER_WHY = "faster at fp32 here"
 
 
 class _Plan:
@@ -84,7 +92,8 @@ class _Plan:
         self.input_shapes = input_shapes
         conv_mode = conv_mode or _ConvMode()
         self.precision = conv_mode.precision
-        self.convs = self.fp32_convs = 0   # convolution steps, and those the fallback keeps fp32
+        self.convs = 0   # convolution steps
+        self.fp32_convs: dict[str, int] = {}   # why -> how many of them a lowp plan runs at fp32
         self.node_precision: dict[str, str] = {}   # fused node -> what its products run at
         # this size's constants folded, shapes known, unsupported nodes in onnxruntime regions
         self.specialised = sp = specialise(graph, input_shapes, strict=strict, foreign=foreign)
@@ -297,14 +306,17 @@ class _Plan:
         if why:
             return f"fp32: {why}"
         self.convs += 1
-        if conv_mode.annotate(nd):
-            self.fp32_convs += 1
-            return "fp32: per-layer fallback"
+        kept = conv_mode.annotate(nd)
+        if kept:
+            self.fp32_convs[kept] = self.fp32_convs.get(kept, 0) + 1
+            return f"fp32: {kept}"
         return "fp32" if conv_mode.probe is not None else conv_mode.precision
 
     def describe(self) -> str:
-        fallback = (f" ({self.fp32_convs} of {self.convs} at fp32: below the per-layer check)"
-                    if self.fp32_convs else "")
+        kept = [f"{n} of {self.convs} at fp32: " + ("below the per-layer check"
+                                                    if why == FALLBACK_WHY else why)
+                for why, n in self.fp32_convs.items()]
+        fallback = f" ({'; '.join(kept)})" if kept else ""
         lines = [f"plan for inputs {self.input_shapes}, convolutions at {self.precision}"
                  f"{fallback}: "
                  f"{len(self.nodes)} fused nodes, "
@@ -412,20 +424,22 @@ class NativeExecutor:
 
     @property
     def fp32_nodes(self) -> frozenset:
-        """The convolutions kept at fp32 whatever the precision (the per-layer fallback)."""
-        return self._mode.fp32_nodes
+        """The convolutions kept at fp32 whatever the precision (the per-layer fallback and
+        those faster at fp32)."""
+        return self._mode.fp32_nodes | self._mode.faster_fp32
 
     def set_precision(self, precision: str, act_ranges: dict | None = None,
-                      fp32_nodes=()) -> None:
+                      fp32_nodes=(), faster_fp32=()) -> None:
         """Run the convolutions at ``precision`` (fp32, bf16, int8) from the next run on;
-        act_ranges: as at construction (None: keep the current ones); fp32_nodes:
-        convolution node names that stay at fp32 (precision.fallback_nodes chooses them)."""
+        act_ranges: as at construction (None: keep the current ones); fp32_nodes and
+        faster_fp32: convolution node names that stay at fp32, for the output's quality
+        (precision.fallback_nodes) and for speed (precision.faster_at_fp32)."""
         if _precision.check(precision) == "auto":
             raise ValueError("set_precision takes fp32, bf16 or int8; 'auto' chooses with "
                              "calibrate(inputs)")
         self._auto = False
         self._mode = _ConvMode(precision, self._mode.act_ranges if act_ranges is None
-                               else act_ranges, fp32_nodes=fp32_nodes)
+                               else act_ranges, fp32_nodes=fp32_nodes, faster_fp32=faster_fp32)
         self.drop_plans()
 
     def calibrate(self, inputs) -> dict:

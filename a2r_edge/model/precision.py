@@ -133,6 +133,37 @@ def fallback_nodes(executor, precision: str, ranges: dict, outputs, want) -> lis
     return worst[:hi]
 
 
+def _conv_step_times(executor, x, convs) -> dict[str, float]:
+    """{convolution node: median seconds of its step} in ``executor``'s plan for x, as set now
+    (step_threads.step_times; the plan's arena holds x's run)."""
+    from .step_threads import step_times
+    executor.run(x)
+    plan = executor.plan_for({executor.input_names[0]: x.shape})
+    return {nd.name: t for nd, t in zip(plan.step_nodes, step_times(plan, runs=3))
+            if nd.name in convs}
+
+
+def faster_at_fp32(executor, precision: str, ranges: dict, fp32_nodes, fp32_times: dict,
+                   x) -> list[str]:
+    """The convolutions that "auto" keeps at fp32 in a plan at ``precision`` for speed: those
+    whose step at fp32 (fp32_times, _conv_step_times of the all-fp32 plan) beats their step at
+    precision (with fp32_nodes, the quality fallback, at fp32), kept only if the whole plan
+    then runs faster on x (a neighbour may lose a u8 link). On an AVX2 CPU without VNNI
+    (Zen 2) a u8 x s8 product costs two instructions: int8 has no more multiplies per cycle
+    than fp32's FMA, and Winograd's fp32 3x3 stride-1 convolutions beat it. Leaves the
+    executor at precision with the result."""
+    executor.set_precision(precision, ranges, fp32_nodes)
+    times = _conv_step_times(executor, x, set(ranges) - set(fp32_nodes))
+    slower = [n for n, t in times.items() if fp32_times.get(n, float("inf")) < t]
+    if slower:
+        before = _fastest_ms(executor.run, x)
+        executor.set_precision(precision, ranges, fp32_nodes, slower)
+        if _fastest_ms(executor.run, x) < before:
+            return slower
+        executor.set_precision(precision, ranges, fp32_nodes)
+    return []
+
+
 def with_mirrors(pictures, axis: int) -> list:
     """``pictures`` and each one mirrored along ``axis`` (its width): the pictures a plan is
     judged on. The int8 ranges come from the pictures alone, so the mirror images stand for
@@ -162,8 +193,8 @@ def choose(executor, inputs) -> dict:
 def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
                 known: dict | None = None) -> dict:
     """Set each executor (one per model stage, in model order) to its precision and return
-    {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "ms", "psnr"}}, with
-    "stored": True on the stages whose "auto" choice came from ``known``.
+    {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "faster_fp32", "ms", "psnr"}},
+    with "stored": True on the stages whose "auto" choice came from ``known``.
 
     stage_inputs: {stage: [float32 inputs of that stage on the calibration pictures]}: its int8
     activation ranges come from them (probed at fp32). outputs(): the whole model's outputs on
@@ -173,7 +204,8 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     [convolution nodes]}); "auto" takes per stage, in order (earlier stages at their choice), the fastest
     precision whose run time on the stage's first input beats the others and whose model output
     keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
-    passes. known: a previous result for the same model and machine (ranges, fallbacks and
+    passes. Each reduced precision it times keeps at fp32 the convolutions that run faster
+    there (faster_at_fp32, kept in faster_fp32: {precision: [nodes]}). known: a previous result for the same model and machine (ranges, fallbacks and
     choices are reused; outputs() is not called when every stage's plan is in it)."""
     known = known or {}
 
@@ -190,6 +222,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
         ranges = {k: tuple(v) for k, v in hit["act_ranges"].items()} if "act_ranges" in hit \
             else calibrate_ranges(ex, stage_inputs[name])
         fallback = dict(hit.get("fp32_nodes") or {})
+        faster = dict(hit.get("faster_fp32") or {})
 
         def set_at(p):   # p with its per-layer fallback (found once per stage and precision)
             if p == "fp32":
@@ -197,9 +230,10 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
                 return
             if p not in fallback:
                 fallback[p] = fallback_nodes(ex, p, ranges, outputs, want)
-            ex.set_precision(p, ranges, fallback[p])
+            ex.set_precision(p, ranges, fallback[p], faster.get(p, ()))
 
-        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}, "fp32_nodes": fallback}
+        entry = {"act_ranges": {k: list(v) for k, v in ranges.items()}, "fp32_nodes": fallback,
+                 "faster_fp32": faster}
         if precision != "auto":
             set_at(precision)
             result[name] = dict(entry, precision=precision, reason="asked for" + _fallback_note(
@@ -213,7 +247,8 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             continue
         x0 = stage_inputs[name][0]
         set_at("fp32")
-        ms, scores, all_fp32 = {"fp32": _fastest_ms(ex.run, x0)}, {}, []
+        ms, scores, all_fp32, slower = {"fp32": _fastest_ms(ex.run, x0)}, {}, [], []
+        fp32_times = _conv_step_times(ex, x0, set(ranges)) if ranges else {}
         for p in ("int8", "bf16"):
             if p not in runnable():
                 continue
@@ -221,6 +256,11 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             if ranges and len(fallback[p]) == len(ranges):   # no convolution left at p
                 all_fp32.append(p)
                 ex.set_precision(p, ranges)
+            elif ranges:
+                faster[p] = faster_at_fp32(ex, p, ranges, fallback[p], fp32_times, x0)
+                if len(fallback[p]) + len(faster[p]) == len(ranges):   # fp32 by another name
+                    slower.append(p)
+                    continue
             ms[p] = _fastest_ms(ex.run, x0)
             scores[p] = min(psnr(g, w) for g, w in zip(outputs(), want))
         passing = [p for p in scores if scores[p] >= GUARD_PSNR_DB[p] and p not in all_fp32]
@@ -228,9 +268,12 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
         failed = [f"{p} {scores[p]:.1f} dB < {GUARD_PSNR_DB[p]:.0f}" for p in scores
                   if p not in passing]
         reason = ("fastest passing the guard: " + ", ".join(f"{p} {ms[p]:.1f} ms" for p in ms)
-                  + "; " + ", ".join(f"{p} {scores[p]:.1f} dB" for p in scores)
+                  + "".join(f"; {p} {scores[p]:.1f} dB" for p in scores)
                   + (f"; failed: {', '.join(failed)}" if failed else "")
-                  + (_fallback_note(fallback[best], ranges) if best != "fp32" else ""))
+                  + "".join(f"; {p}: every convolution faster at fp32" for p in slower)
+                  + (_fallback_note(fallback[best], ranges) if best != "fp32" else "")
+                  + (f"; {len(faster[best])} faster at fp32 kept there"
+                     if faster.get(best) else ""))
         set_at(best)
         _log.info("stage %s at %s: %s", name, best, reason)
         result[name] = dict(entry, precision=best, reason=reason, ms=ms, psnr=scores)
@@ -266,8 +309,9 @@ def calibration_pictures() -> list[np.ndarray]:
 
 
 # The stored choices' format; /2: the plans cover ConvTranspose and MatMul/Gemm too, so a /1
-# file's fallback lists were judged with those at fp32 and are not reused.
-SCHEMA = "a2r_edge.precision/2"
+# file's fallback lists were judged with those at fp32 and are not reused; /3: "auto" keeps
+# at fp32 the convolutions faster there (faster_fp32), which a /2 choice never looked for.
+SCHEMA = "a2r_edge.precision/3"
 
 
 def store_path(model_digest: str) -> str:
