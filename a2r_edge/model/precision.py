@@ -12,7 +12,9 @@ bf16 or int8 is a mixed plan where it must be: the convolutions whose rounding c
 the stage's output keeps the guard plus a margin (fallback_nodes; plan.describe() counts them).
 "auto" takes, per stage, the fastest precision whose output passes the quality guard against
 fp32 on those pictures; a stage that fails the guard at a precision (every convolution falling
-back) is never run at it.
+back) is never run at it. Within a reduced-precision stage, "auto" also keeps at fp32 the
+convolutions that run faster there (faster_at_fp32: on an AVX2 CPU without VNNI, int8 has no
+more multiplies per cycle than fp32, whose 3x3 convolutions have Winograd's fewer).
 
 >>> check("bf16")
 'bf16'
