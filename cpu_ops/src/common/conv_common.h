@@ -71,7 +71,8 @@ static inline float activate(float v, const int act, float alpha) {
  * 2n-2] only: a stride-2 strip's phase columns. At AVX2, 16 elements are loaded as two vectors
  * of 128-bit halves (0-3 | 8-11 and 4-7 | 12-15) so that one in-lane shuffle puts the eight
  * even ones in order; the compiler's cross-lane vpermd pair costs about 4 cycles per 8 on Zen 2
- * (perf: a third of a 16 -> 24 stride-2 conv at 512^2). */
+ * (perf record of a loop over ops.Conv2d: with the loads it waits on, a third of a 16 -> 24
+ * stride-2 conv at 512^2). */
 static inline void evens32(void *restrict dst, const void *restrict src, int64_t n) {
     char *d = (char *)dst;
     const char *p = (const char *)src;
@@ -89,8 +90,22 @@ static inline void evens32(void *restrict dst, const void *restrict src, int64_t
     for (; t < n; t++) memcpy(d + 4 * t, p + 8 * t, 4);
 }
 
-/* How many rows ahead of the one being copied a strip fill prefetches (conv2d 16 -> 24 stride
- * 2 at 512^2, 1 thread, Zen 2: 10.4 -> 9.8 ms; 2, 4 and 8 alike within the noise). */
+/* dst[t] = src[t*stride], t < n, of 32-bit elements (stride > 1): a strip's phase columns,
+ * stride 2 through evens32. */
+static inline void every_nth32(void *restrict dst, const void *restrict src, int64_t n,
+                               int64_t stride) {
+    if (stride == 2) {
+        evens32(dst, src, n);
+        return;
+    }
+    char *d = (char *)dst;
+    const char *p = (const char *)src;
+    for (int64_t t = 0; t < n; t++) memcpy(d + 4 * t, p + 4 * t * stride, 4);
+}
+
+/* How many rows ahead of the one being copied a strip fill prefetches: tried 2, 4 and 8 on
+ * Zen 2 (a scratch loop over ops.Conv2d), alike within the noise; the fill's gain as a whole is
+ * measured by tools/compare_builds.py (docs/architecture.md, the AVX2 level on Zen 2). */
 #define PREFETCH_ROWS 4
 
 /* Prefetch the k-th row a strip fill reads, in its order (channel step, strip row r, phase row

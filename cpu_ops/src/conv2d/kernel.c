@@ -226,12 +226,6 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
     }
 }
 
-/* dst[t] = src[t*S]; inlined with a constant S so stride 1 and 2 vectorise. */
-static inline void gather(float *restrict dst, const float *restrict src, int64_t n,
-                          const int64_t S) {
-    for (int64_t t = 0; t < n; t++) dst[t] = src[t * S];
-}
-
 /* Valid output-x range [x0, x1) of each kernel column j (input x inside the image), computed
  * once per call: divisions per packed row would cost more than the copy itself. */
 #define KW_MAX 32 /* wider kernels fall back to computing the range per row */
@@ -275,11 +269,10 @@ static void pack_b(const a2r_conv2d_shape *s, const geometry *g, const float *re
                             const int64_t e = A2R_MAX(a, A2R_MIN(x1 - ox, len));
                             const float *src = plane + iy * w + (ox + a) * sw + offx;
                             v_zero_n(d + q, a);
-                            switch (sw) {
-                            case 1: v_copy_n(d + q + a, src, e - a); break;
-                            case 2: evens32(d + q + a, src, e - a); break;
-                            default: gather(d + q + a, src, e - a, sw); break;
-                            }
+                            if (sw == 1)
+                                v_copy_n(d + q + a, src, e - a);
+                            else
+                                every_nth32(d + q + a, src, e - a, sw);
                             v_zero_n(d + q + e, len - e);
                         }
                         q += len;
@@ -480,11 +473,10 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
                     const int64_t u1 = A2R_MAX(u0, A2R_MIN(wq, first_valid(px - s->pad_w - w, sw)));
                     const float *src = xg + (ci * h + iy) * w + u0 * sw + px - s->pad_w;
                     v_zero_n(d, u0);
-                    switch (sw) {
-                    case 1: v_copy_n(d + u0, src, u1 - u0); break;
-                    case 2: evens32(d + u0, src, u1 - u0); break;
-                    default: gather(d + u0, src, u1 - u0, sw); break;
-                    }
+                    if (sw == 1)
+                        v_copy_n(d + u0, src, u1 - u0);
+                    else
+                        every_nth32(d + u0, src, u1 - u0, sw);
                     v_zero_n(d + u1, wq - u1);
                 }
             }

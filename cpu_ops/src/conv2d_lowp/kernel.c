@@ -254,12 +254,6 @@ static inline uint32_t zero_lane(const geometry *g, act_quant aq) {
 
 /* ---- activations into B lanes ---- */
 
-/* dst[t] = src[t * stride], t < n (inlined: a constant stride vectorises). */
-static inline void deal(const uint32_t *restrict src, int64_t stride, uint32_t *restrict dst,
-                        int64_t n) {
-    for (int64_t t = 0; t < n; t++) dst[t] = src[t * stride];
-}
-
 /* Implicit path: strip[((cl*sh + py)*sw + px)*srows + r)*wq + col] = lane of channels D*cl..
  * at padded row (r0 + r)*sh + py, padded column col*sw + px (zero outside the image).
  * Each source row is converted to lanes once and then dealt to its sw column phases; converting
@@ -297,11 +291,8 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
                     for (int64_t t = e; t < wq; t++) dst[t] = zl;
                     if (sw == 1) /* D channel rows at stride hw: converted in place */
                         source_lanes(g, x, src + ix0, hw, nrows, aq, dst + a, e - a);
-                    else if (sw == 2) /* not a scalar loop: a fifth of the encoder's 16 ->
-                                         * 24 stride-2 conv (perf) */
-                        evens32(dst + a, lanes + ix0, e - a);
                     else
-                        deal(lanes + ix0, sw, dst + a, e - a);
+                        every_nth32(dst + a, lanes + ix0, e - a, sw);
                 }
             }
     }
