@@ -334,6 +334,7 @@ def test_conv_faster_at_fp32_stays_there_when_the_plan_gains(two_convs, monkeypa
     for whole, kept in (([10.0, 5.0], ["second"]), ([5.0, 10.0], [])):   # before, with it
         times = iter(whole)
         monkeypatch.setattr(prec, "_fastest_ms", lambda run, x, rounds=3: next(times))
+        ex.set_precision("int8", ranges)
         assert prec.faster_at_fp32(ex, "int8", ranges, [], fp32_times, x) == kept
         assert ex.fp32_nodes == set(kept) and ex.precision == "int8"
     ex.set_precision("int8", ranges, [], ["second"])

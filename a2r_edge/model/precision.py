@@ -152,9 +152,8 @@ def faster_at_fp32(executor, precision: str, ranges: dict, fp32_nodes, fp32_time
     precision (with fp32_nodes, the quality fallback, at fp32), kept only if the whole plan
     then runs faster on x (a neighbour may lose a u8 link). On an AVX2 CPU without VNNI
     (Zen 2) a u8 x s8 product costs two instructions: int8 has no more multiplies per cycle
-    than fp32's FMA, and Winograd's fp32 3x3 stride-1 convolutions beat it. Leaves the
-    executor at precision with the result."""
-    executor.set_precision(precision, ranges, fp32_nodes)
+    than fp32's FMA, and Winograd's fp32 3x3 stride-1 convolutions beat it. The executor comes
+    set at precision with fp32_nodes and is left at it with the result."""
     times = _conv_step_times(executor, x, set(ranges) - set(fp32_nodes))
     slower = [n for n, t in times.items() if fp32_times.get(n, float("inf")) < t]
     if slower:
@@ -207,8 +206,9 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     precision whose run time on the stage's first input beats the others and whose model output
     keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
     passes. Each reduced precision it times keeps at fp32 the convolutions that run faster
-    there (faster_at_fp32, kept in faster_fp32: {precision: [nodes]}). known: a previous result for the same model and machine (ranges, fallbacks and
-    choices are reused; outputs() is not called when every stage's plan is in it)."""
+    there (faster_at_fp32, kept in faster_fp32: {precision: [nodes]}). known: a previous
+    result for the same model and machine (ranges, fallbacks and choices are reused; outputs()
+    is not called when every stage's plan is in it)."""
     known = known or {}
 
     def stored(hit) -> bool:   # the stage's plan is in known, fallback included
@@ -250,10 +250,12 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
         x0 = stage_inputs[name][0]
         set_at("fp32")
         ms, scores, all_fp32, slower = {"fp32": _fastest_ms(ex.run, x0)}, {}, [], []
-        fp32_times = _conv_step_times(ex, x0, set(ranges)) if ranges else {}
+        # per-step fp32 times, for faster_at_fp32 (none to compare where only fp32 runs)
+        fp32_times = _conv_step_times(ex, x0, set(ranges)) if ranges and runnable()[1:] else {}
         for p in ("int8", "bf16"):
             if p not in runnable():
                 continue
+            faster.pop(p, None)   # judged anew below; set_at(p) then leaves the quality fallback
             set_at(p)
             if ranges and len(fallback[p]) == len(ranges):   # no convolution left at p
                 all_fp32.append(p)
