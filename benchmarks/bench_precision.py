@@ -3,7 +3,8 @@
   - the conv kernel at bf16 and at int8 against the same layer at fp32 (goals: bf16 >= 1.6x and
     int8 >= 2.5x on a CPU with AVX512_BF16/VNNI), each with its share of its own roofline
     (measure.fma_peak / measure.lowp_peak, timed here at the same thread count) and the path
-    each side took (Winograd F(2,3) or direct: for Winograd the share counts the direct
+    each side took (Winograd, F(4,3) at fp32 and F(2,3) at bf16, or direct: for Winograd the
+    share counts the direct
     multiplies, so it can pass 100%);
   - the bundled model's ONNX stages (the network) at precision="auto" against OpenVINO at its
     default precision (bf16 on such a CPU; goal >= 1.0x) and onnxruntime fp32 (goal >= 1.5x);
@@ -15,8 +16,9 @@
     default precision and onnxruntime fp32;
   - a MatMul by a constant weight around ops/matmul.py's low-precision threshold: the 1x1-conv
     form at bf16/int8 against numpy's fp32 product (the same executor at fp32);
-  - bf16 3x3 convolutions forced onto Winograd against forced direct, around the shapes where
-    auto starts taking Winograd (test_bf16_winograd_rule: what that rule is set from).
+  - 3x3 convolutions at fp32 (Winograd F(4,3)) and bf16 (F(2,3)) forced onto Winograd against
+    forced direct, around the shapes where auto starts taking Winograd (test_winograd_rule: what
+    the two rules are set from).
 The native plans are settled first (conftest.settle: their per-step thread choice final, before
 a peer runs). Nothing is asserted on time; the summary prints the ratios and whether each goal
 was met.
@@ -103,23 +105,31 @@ def test_conv_kernel(benchmark, threads, case, precision):
                                 fp32_of_peak=of32, paths=paths)
 
 
-# (C, O, H = W): around the bf16 Winograd rule of conv2d_lowp/kernel.c (use_winograd)
-WINOGRAD_RULE_CASES = [(16, 16, 256), (16, 24, 128), (16, 32, 128), (32, 16, 128), (24, 24, 128),
-                       (24, 24, 256), (24, 32, 128), (32, 24, 128), (32, 32, 64), (32, 32, 128),
-                       (32, 32, 256), (32, 48, 64), (48, 48, 64), (24, 48, 256), (64, 64, 128)]
+# (C, O, H = W): around the Winograd rules, fp32 (F(4,3), conv2d/kernel.c use_winograd: channels
+# and map size) and bf16 (F(2,3), conv2d_lowp/kernel.c use_winograd: channels)
+WINOGRAD_RULE_CASES = {
+    "fp32": [(1, 16, 256), (3, 16, 256), (4, 4, 128), (8, 8, 128), (32, 3, 256), (32, 8, 128),
+             (16, 16, 128), (24, 32, 128), (32, 32, 8), (32, 32, 12), (32, 32, 16), (64, 64, 16),
+             (128, 128, 8)],
+    "bf16": [(16, 16, 256), (16, 24, 128), (16, 32, 128), (32, 16, 128), (24, 24, 128),
+             (24, 24, 256), (24, 32, 128), (32, 24, 128), (32, 32, 64), (32, 32, 128),
+             (32, 32, 256), (32, 48, 64), (48, 48, 64), (24, 48, 256), (64, 64, 128)],
+}
 _WINOGRAD = 2  # A2R_CONV2D_WINOGRAD (a2r_kernels.h)
 
 
-@pytest.mark.parametrize("case", WINOGRAD_RULE_CASES, ids=lambda c: f"c{c[0]}_o{c[1]}_{c[2]}px")
-def test_bf16_winograd_rule(benchmark, threads, case):
-    """bf16 3x3 convolutions forced onto Winograd F(2,3) against the same forced direct: where
-    Winograd pays at this ISA level, and which path auto takes (its rule should take the faster
-    one). No goal: the figures are what the rule is set from."""
+@pytest.mark.parametrize("precision, case",
+                         [(p, c) for p, cases in WINOGRAD_RULE_CASES.items() for c in cases],
+                         ids=lambda v: v if isinstance(v, str) else f"c{v[0]}_o{v[1]}_{v[2]}px")
+def test_winograd_rule(benchmark, threads, precision, case):
+    """3x3 convolutions forced onto Winograd against the same forced direct: where Winograd pays
+    at this ISA level and precision, and which path auto takes (its rule should take the faster
+    one). No goal: the figures are what the rules are set from."""
     c, o, hw = case
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
     w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
-    conv = ops.Conv2d(w, None, pad=1, precision="bf16")
+    conv = ops.Conv2d(w, None, pad=1, precision=precision)
     y = conv(x)
     auto = path_taken(conv, x)
 
@@ -131,7 +141,7 @@ def test_bf16_winograd_rule(benchmark, threads, case):
             finally:
                 _kernels.conv2d_set_algo(old)
         return run
-    compare(benchmark, forced(_WINOGRAD), forced(_DIRECT), op="bf16 winograd",
+    compare(benchmark, forced(_WINOGRAD), forced(_DIRECT), op=f"{precision} winograd",
             case=f"{c}->{o} {hw}^2 3x3, auto: {auto}", threads=threads,
             peer_name="the same conv direct")
 

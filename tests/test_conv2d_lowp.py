@@ -11,7 +11,7 @@ import pytest
 from a2r_edge import _kernels, ops
 from a2r_edge.model import reference as ref
 from test_conv2d import WINO_CASES, conv_algo
-from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION
+from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION, winograd_magnitude
 
 ACTS = [None, "relu", "leaky_relu", "silu"]
 
@@ -47,29 +47,13 @@ def bound(precision, x, wt, s, p, d, g, act_range=None):
     return INT8_SLACK * b + fp32
 
 
-# Winograd F(2,3) (common/winograd_f23.h): Y = AT [(G g G^T) .* (BT d BT^T)] AT^T per 2x2 tile
-WINO_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
-WINO_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
-WINO_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
-# |AT|_ia |G|_au |BT|_as summed over the 4 transform positions a: tile output i, tap u, patch s
-WINO_K = np.einsum("ia,au,as->ius", np.abs(WINO_AT), np.abs(WINO_G), np.abs(WINO_BT))
-
-
 def wino_bound(x, wt, p):
     """Largest |y - reference| of the bf16 Winograd path (3x3, stride 1, pad p) per output value.
     Only U = G g G^T and V = BT d BT^T are rounded to bf16 (products exact, fp32 sums), so
     |dy| <= (2u + u^2) |AT| (sum_c |U_c| .* |V_c|) |AT|^T with |U| <= |G||g||G|^T and
     |V| <= |BT||d||BT|^T, plus the fp32 error of the transforms and sums (REDUCTION on the same
-    magnitudes): per tile, K (x) K applied to |w| and the 4x4 patch of |x|."""
-    n, c, h, w = x.shape
-    oh, ow = h + 2 * p - 2, w + 2 * p - 2
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
-    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
-    xp[:, :, p:p + h, p:p + w] = np.abs(x)
-    patches = np.lib.stride_tricks.sliding_window_view(xp, (4, 4), axis=(2, 3))[:, :, ::2, ::2]
-    q = np.einsum("ius,jvt,ncyxst->ncyxiujv", WINO_K, WINO_K, patches)
-    mag = np.einsum("ocuv,ncyxiujv->noyixj", np.abs(wt).astype(np.float64), q)
-    mag = mag.reshape(n, wt.shape[0], 2 * th, 2 * tw)[:, :, :oh, :ow]
+    magnitudes, tolerances.winograd_magnitude)."""
+    mag = winograd_magnitude(x, wt, p, 2)
     return (BF16_PRODUCT + REDUCTION["rtol"]) * mag + REDUCTION["atol"]
 
 

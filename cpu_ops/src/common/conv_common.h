@@ -28,6 +28,13 @@ static inline int64_t strip_rows(const a2r_conv2d_shape *s, int64_t wq, int64_t 
            (s->kh - 1) * s->dil_h / s->stride_h;
 }
 
+/* 3x3, stride 1, dilation 1, one group, not 1 -> 1 channel: where Winograd can run (F(4,3) at
+ * fp32, conv2d/winograd.h; F(2,3) at bf16, conv2d_lowp/winograd_bf16.h). */
+static inline int wino_able(const a2r_conv2d_shape *s) {
+    return s->kh == 3 && s->kw == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dil_h == 1 &&
+           s->dil_w == 1 && s->groups == 1 && !(s->c == 1 && s->o == 1);
+}
+
 /* 1 when every phase 0..stride-1 is read by some tap t*dil % stride, t < taps; else the
  * polyphase strip would copy planes nobody reads (a 1x1 stride-2 conv reads one of four). */
 static inline int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {

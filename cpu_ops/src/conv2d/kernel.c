@@ -510,20 +510,32 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
 
 #include "winograd.h"
 
-/* Winograd where it can run and was measured to pay: enough input and output channels that the
- * 16 GEMMs outweigh the transforms. Forced-path timings, 1 thread, 64^2-256^2 maps: C = O >= 32
- * 1.2-1.8x (AVX-512) and 1.2-2.2x (AVX2) faster than direct except one 0.94x; C = O = 16
- * 0.56-1.16x; C = 32, O = 8 and C = 8, O = 32 0.83-1.03x; C = 3 (first layer) 0.8-0.9x.
- * Between 16 and 32 channels, C*O decides (AVX-512 / AVX2, 1 thread, 128^2-256^2): 24 -> 48
- * 1.56x / 1.45x, 24 -> 32 1.42x, 48 -> 24 1.31x, but 24 -> 24 1.21x / 0.80x, 16 -> 24
- * 1.03-1.12x, 16 -> 16 0.91-0.99x; C*O >= 768 keeps only the clear wins. */
+/* Winograd where it can run and was measured to pay: enough channels that the 36 GEMMs outweigh
+ * the transforms, and maps of at least 4 tiles a side (a tile row shorter than a vector wastes
+ * the rest). F(4,3) forced against forced direct, 1 / 2 threads, Zen 2 at AVX2 (`python -m pytest
+ * -s -c benchmarks/pytest.ini benchmarks/bench_precision.py -k "winograd_rule and fp32"`):
+ * 3 -> 16 at 256^2 1.07x / 1.13x, 8 -> 8 1.12x / 1.05x, 32 -> 8 1.18x / 1.13x, 16 -> 16 1.65x /
+ * 1.69x, 24 -> 32 1.94x / 2.01x (128^2); but 1 -> 16 0.78x / 0.81x, 4 -> 4 0.83x / 0.76x,
+ * 32 -> 3 1.04x / 1.01x (an MR block mostly padding, or one input channel); 32 -> 32 at 8^2
+ * 0.68x / 0.61x, 12^2 0.96x / 0.72x, 16^2 1.25x / 0.95x, 64 -> 64 at 16^2 1.18x / 1.10x.
+ * AVX-512 keeps the channel rule measured there with F(2,3) (C = O >= 32 1.2-1.8x; 16 -> 16
+ * 0.91-0.99x; C*O >= 768 kept only the clear wins): F(4,3) has fewer products, but its wider
+ * vectors also waste more of a short tile row, and it was not re-measured on AVX-512. */
+#if defined(__AVX512F__)
 #define WINO_MIN_C 16
 #define WINO_MIN_O 16
 #define WINO_MIN_CO 768
-static int use_winograd(const a2r_conv2d_shape *s) {
+#else
+#define WINO_MIN_C 3
+#define WINO_MIN_O 8
+#define WINO_MIN_CO 24
+#endif
+#define WINO_MIN_SIDE 16
+static int use_winograd(const a2r_conv2d_shape *s, const geometry *g) {
     if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
     return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD ||
-           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO);
+           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO &&
+            g->oh >= WINO_MIN_SIDE && g->ow >= WINO_MIN_SIDE);
 }
 
 /* Direct packing first; shapes Winograd can run also get U after it (either path can then be
@@ -531,7 +543,7 @@ static int use_winograd(const a2r_conv2d_shape *s) {
 int64_t A2R_KERNEL(a2r_conv2d_packed_size)(const a2r_conv2d_shape *s) {
     geometry g = geometry_of(s);
     if (g.depthwise) return s->o * s->kh * s->kw;
-    return s->groups * g.og_pad * g.k + (wino_able(s) ? 16 * wino_o_pad(s) * s->c : 0);
+    return s->groups * g.og_pad * g.k + (wino_able(s) ? WINO_POS * wino_o_pad(s) * s->c : 0);
 }
 
 /* Depthwise: w as is. GEMM: per group, per block of mr output rows, K steps of mr floats
@@ -572,7 +584,7 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
         depthwise(s, &g, x, packed, bias, residual, act, alpha, y);
         return;
     }
-    if (use_winograd(s)) {
+    if (use_winograd(s, &g)) {
         wino_conv(s, &g, x, packed + g.og_pad * g.k, bias, residual, act, alpha, workspace,
                   workspace_floats, y);
         return;

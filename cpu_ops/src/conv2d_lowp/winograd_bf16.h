@@ -1,8 +1,8 @@
 /* Winograd F(2x2, 3x3) at bf16 for 3x3 stride-1 dilation-1 groups-1 convs (included by
  * kernel.c, which supplies geometry, mk_bf16, epilogue, to_bf16, MR/NR; the transforms are
- * common/winograd_f23.h, shared with the fp32 path conv2d/winograd.h).
+ * winograd_f23.h). The fp32 path (conv2d/winograd.h) runs F(4,3) in the same three steps.
  *
- * As the fp32 path, with the 16 GEMMs of the transform domain at bf16:
+ * The 16 GEMMs of the transform domain at bf16:
  *   1. input transform in fp32, two channels at a time, each V value rounded to bf16 into the
  *      lanes of channel pair cl (channels 2cl, 2cl+1): V[p][cl][nt] (columns past the block 0);
  *   2. per MR block of output channels, M[p] (MR x nt, fp32) = U[p] (MR x cd lanes) * V[p] with

@@ -1,6 +1,6 @@
-/* winograd_f23.h - the transforms of Winograd F(2x2, 3x3) (Lavin & Gray 2016), shared by the
- * fp32 conv (conv2d/winograd.h) and the bf16 one (conv2d_lowp/winograd_bf16.h): each includer
- * brings its own GEMM of the transform domain and its own epilogue.
+/* winograd_f23.h - the transforms of Winograd F(2x2, 3x3) (Lavin & Gray 2016) for the bf16 conv
+ * (winograd_bf16.h brings the GEMM of the transform domain and the epilogue; the fp32 conv runs
+ * F(4,3), conv2d/winograd_f43.h).
  *
  *   Y = A^T [ (G g G^T) .* (B^T d B) ] A: a 2x2 output tile from a 4x4 input patch d at stride 2,
  *   16 products instead of 36 (2.25x fewer multiplies).
@@ -10,12 +10,6 @@
 #define A2R_WINOGRAD_F23_H
 
 #include "a2r_math.h"
-
-/* 3x3, stride 1, dilation 1, one group, not 1 -> 1 channel: where F(2,3) can run. */
-static inline int wino_able(const a2r_conv2d_shape *s) {
-    return s->kh == 3 && s->kw == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dil_h == 1 &&
-           s->dil_w == 1 && s->groups == 1 && !(s->c == 1 && s->o == 1);
-}
 
 /* U[p] = (G g G^T)[p] of one 3x3 filter, in double (rounded once). G rows: (1,0,0),
  * (1/2,1/2,1/2), (1/2,-1/2,1/2), (0,0,1). */
