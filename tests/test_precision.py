@@ -507,3 +507,12 @@ def test_auto_on_generator_families_keeps_the_guard(name):
         if db < GUARD_PSNR_DB[p]:
             assert c["precision"] != p, c
     assert ex.precision == c["precision"]
+
+
+def test_stored_choices_are_kept_per_kernels_build(monkeypatch):
+    """A new kernels build (faster or slower paths) does not reuse what auto timed with the old
+    one: the store's path names the build, beside the machine, ISA level and thread count."""
+    here = prec.store_path("0123456789abcdef0123")
+    assert cpu.build_id() in here and cpu.isa() in here
+    monkeypatch.setattr(cpu, "build_id", lambda: "another-build")
+    assert prec.store_path("0123456789abcdef0123") != here

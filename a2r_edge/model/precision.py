@@ -319,10 +319,11 @@ SCHEMA = "a2r_edge.precision/3"
 
 
 def store_path(model_digest: str) -> str:
-    """Where the choices for this model on this machine, ISA level and thread count live."""
+    """Where the choices for this model on this machine, kernels build, ISA level and thread
+    count live."""
     from ..runtime import system
     return os.path.join(system.cache_dir(), f"precision-{system.machine_key()}-"
-                                            f"{model_digest[:16]}-{cpu.isa()}-"
+                                            f"{model_digest[:16]}-{cpu.build_id()}-{cpu.isa()}-"
                                             f"{cpu.num_threads()}t.json")
 
 

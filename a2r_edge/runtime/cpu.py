@@ -6,6 +6,8 @@ Tests and benchmarks switch both with the ``using_isa`` / ``using_threads`` cont
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -14,6 +16,14 @@ from .. import _kernels  # libgomp's wait settings: _settings.export_openmp_wait
 from . import threads
 
 ISA_LEVELS = _settings.ISA_LEVELS
+
+
+@functools.lru_cache(maxsize=1)
+def build_id() -> str:
+    """A short digest of the kernels library: caches of what was timed with these kernels (the
+    precision "auto" chose) are kept per build, so a faster kernel is judged anew."""
+    with open(_kernels.__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:12]
 
 
 def available_isas() -> tuple[str, ...]:
