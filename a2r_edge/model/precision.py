@@ -203,7 +203,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     are now, judged against the all-fp32 ones. precision: "bf16"/"int8" sets every stage to
     it, with its per-layer fallback (fallback_nodes, kept in fp32_nodes: {precision:
     [convolution nodes]}); "auto" takes per stage, in order (earlier stages at their choice), the fastest
-    precision whose run time on the stage's first input beats the others and whose model output
+    precision whose run time on the stage's largest input beats the others and whose model output
     keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
     passes. Each reduced precision it times keeps at fp32 the convolutions that run faster
     there (faster_at_fp32, kept in faster_fp32: {precision: [nodes]}). known: a previous
@@ -247,7 +247,9 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
             # once more per load: cut)
             result[name] = dict(hit, reason=hit["reason"].split(" [stored]")[0], stored=True)
             continue
-        x0 = stage_inputs[name][0]
+        # timed on its largest input: a conversion may also run a stage on a thumbnail (the
+        # bundled model's statistics, 96^2), where the paths rank otherwise than at full size
+        x0 = max(stage_inputs[name], key=lambda a: a.size)
         set_at("fp32")
         ms, scores, all_fp32, slower = {"fp32": _fastest_ms(ex.run, x0)}, {}, [], []
         # per-step fp32 times, for faster_at_fp32 (none to compare where only fp32 runs)
@@ -314,8 +316,9 @@ def calibration_pictures() -> list[np.ndarray]:
 
 # The stored choices' format; /2: the plans cover ConvTranspose and MatMul/Gemm too, so a /1
 # file's fallback lists were judged with those at fp32 and are not reused; /3: "auto" keeps
-# at fp32 the convolutions faster there (faster_fp32), which a /2 choice never looked for.
-SCHEMA = "a2r_edge.precision/3"
+# at fp32 the convolutions faster there (faster_fp32), which a /2 choice never looked for; /4:
+# timed on each stage's largest input, where a /3 choice may have been timed on a thumbnail.
+SCHEMA = "a2r_edge.precision/4"
 
 
 def store_path(model_digest: str) -> str:
