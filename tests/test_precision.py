@@ -331,15 +331,38 @@ def test_conv_faster_at_fp32_stays_there_when_the_plan_gains(two_convs, monkeypa
     monkeypatch.setattr(prec, "_conv_step_times",
                         lambda ex, x, convs: {n: 2.0 if n == "second" else 0.5 for n in convs})
     fp32_times = {"first": 1.0, "second": 1.0}
-    for whole, kept in (([10.0, 5.0], ["second"]), ([5.0, 10.0], [])):   # before, with it
-        times = iter(whole)
-        monkeypatch.setattr(prec, "_fastest_ms", lambda run, x, rounds=3: next(times))
+    for with_it, kept in ((5.0, ["second"]), (20.0, [])):   # the plan without it takes 10
+        monkeypatch.setattr(prec, "_fastest_ms", lambda run, x, rounds=3, t=with_it:
+                            t if run.__self__.fp32_nodes else 10.0)
         ex.set_precision("int8", ranges)
         assert prec.faster_at_fp32(ex, "int8", ranges, [], fp32_times, x) == kept
         assert ex.fp32_nodes == set(kept) and ex.precision == "int8"
     ex.set_precision("int8", ranges, [], ["second"])
     ex.run(x)
     assert "convolutions at int8 (1 of 2 at fp32: faster at fp32 here)" in ex.describe()
+
+
+def test_conv_that_breaks_a_u8_link_is_tried_back_at_int8(two_convs, monkeypatch):
+    """Two convs each faster at fp32 by its own step, where the first at fp32 costs the second
+    its u8 input: the rule tries each conv at a link's end back at int8 and keeps the fastest
+    plan it saw (stubbed timings, as above)."""
+    ex, x, ranges = two_convs
+    ex.set_precision("int8", ranges)
+    ex.run(x)
+    assert prec._u8_ends(ex, x) == {"first", "second"}   # the link between them
+    monkeypatch.setattr(prec, "_conv_step_times", lambda ex, x, convs: {n: 2.0 for n in convs})
+    whole = {(): 10.0, ("first", "second"): 8.0, ("second",): 6.0, ("first",): 9.0}
+    tried = []
+
+    def timed(run, x, rounds=3):
+        key = tuple(sorted(run.__self__.fp32_nodes))
+        tried.append(key)
+        return whole[key]
+    monkeypatch.setattr(prec, "_fastest_ms", timed)
+    kept = prec.faster_at_fp32(ex, "int8", ranges, [], {"first": 1.0, "second": 1.0}, x)
+    assert kept == ["second"] and ex.fp32_nodes == {"second"}
+    assert tried[:2] == [(), ("first", "second")] and ("second",) in tried[2:]
+    assert () not in tried[2:]   # the plan with neither at fp32 is timed once
 
 
 def test_auto_skips_a_precision_slower_at_every_conv(two_convs, monkeypatch):
