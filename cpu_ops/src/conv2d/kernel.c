@@ -520,17 +520,19 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
  * 0.68x / 0.61x, 12^2 0.96x / 0.72x, 16^2 1.25x / 0.95x, 64 -> 64 at 16^2 1.18x / 1.10x.
  * AVX-512 keeps the channel rule measured there with F(2,3) (C = O >= 32 1.2-1.8x; 16 -> 16
  * 0.91-0.99x; C*O >= 768 kept only the clear wins): F(4,3) has fewer products, but its wider
- * vectors also waste more of a short tile row, and it was not re-measured on AVX-512. */
+ * vectors also waste more of a short tile row, and it was not re-measured on AVX-512; nor was
+ * its map side. */
 #if defined(__AVX512F__)
 #define WINO_MIN_C 16
 #define WINO_MIN_O 16
 #define WINO_MIN_CO 768
+#define WINO_MIN_SIDE 32 /* not measured: where a tile row fills half a vector, as 16 at AVX2 */
 #else
 #define WINO_MIN_C 3
 #define WINO_MIN_O 8
 #define WINO_MIN_CO 24
-#endif
 #define WINO_MIN_SIDE 16
+#endif
 static int use_winograd(const a2r_conv2d_shape *s, const geometry *g) {
     if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
     return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD ||
