@@ -224,13 +224,13 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     the calibration pictures and their mirror images (with_mirrors) with the executors as they
     are now, judged against the all-fp32 ones. precision: "bf16"/"int8" sets every stage to
     it, with its per-layer fallback (fallback_nodes, kept in fp32_nodes: {precision:
-    [convolution nodes]}); "auto" takes per stage, in order (earlier stages at their choice), the fastest
-    precision whose run time on the stage's largest input beats the others and whose model output
-    keeps GUARD_PSNR_DB, a precision whose every convolution falls back failing; fp32 when none
-    passes. Each reduced precision it times keeps at fp32 the convolutions that run faster
-    there (faster_at_fp32, kept in faster_fp32: {precision: [nodes]}). known: a previous
-    result for the same model and machine (ranges, fallbacks and choices are reused; outputs()
-    is not called when every stage's plan is in it)."""
+    [convolution nodes]}); "auto" takes per stage, in order (earlier stages at their choice),
+    the fastest precision whose run time on the stage's largest input beats the others and
+    whose model output keeps GUARD_PSNR_DB, a precision whose every convolution falls back
+    failing; fp32 when none passes. Each reduced precision it times keeps at fp32 the
+    convolutions that run faster there (faster_at_fp32, kept in faster_fp32: {precision:
+    [nodes]}). known: a previous result for the same model and machine (ranges, fallbacks and
+    choices are reused; outputs() is not called when every stage's plan is in it)."""
     known = known or {}
 
     def stored(hit) -> bool:   # the stage's plan is in known, fallback included
