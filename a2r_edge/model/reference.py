@@ -66,6 +66,10 @@ def silu(x):
         return (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
 
 
+def tanh(x):
+    return np.tanh(np.asarray(x, np.float64)).astype(np.float32)
+
+
 def pixel_shuffle(x, r):
     n, c, h, w = x.shape
     y = x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3)

@@ -75,6 +75,9 @@
 #define A2R_OPS_silu(K, a)                                                                      \
     K(a, void, a2r_silu, (const float *x, float *y, int64_t n), (x, y, n))
 
+#define A2R_OPS_tanh(K, a)                                                                      \
+    K(a, void, a2r_tanh, (const float *x, float *y, int64_t n), (x, y, n))
+
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \
       (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, float *y),         \
@@ -162,6 +165,7 @@
     A2R_OPS_adain(K, a)                                                                         \
     A2R_OPS_adalin(K, a)                                                                        \
     A2R_OPS_silu(K, a)                                                                          \
+    A2R_OPS_tanh(K, a)                                                                          \
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \

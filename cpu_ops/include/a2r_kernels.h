@@ -71,6 +71,10 @@ void a2r_adalin(const float *x, int64_t n, int64_t c, int64_t hw, const float *i
 /* silu: y = x * sigmoid(x), n floats; y may equal x. */
 void a2r_silu(const float *x, float *y, int64_t n);
 
+/* tanh: y = tanh(x), n floats (relative error below 1e-6; -0, +-inf and NaN as tanh has them);
+ * y may equal x. */
+void a2r_tanh(const float *x, float *y, int64_t n);
+
 /* resize: separable resampling of nc planes (h, w) -> (oh, ow) by tap tables (the ONNX
  * Resize of the executor: model/ops/resize.py makes the tables).
  *   rows[r, j] = sum_{k<ky} wy[k*oh + o] * x[plane, iy[k*oh + o], j]        r = plane*oh + o

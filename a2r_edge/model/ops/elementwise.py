@@ -25,7 +25,8 @@ def _build_relu(node, graph, shapes, view, scratch):
 
 def _build_tanh(node, graph, shapes, view, scratch):
     x, y = _unary(node, view)
-    return lambda: np.tanh(x, out=y)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    return lambda: _kernels.tanh(xf, yf)   # numpy's float32 tanh is scalar libm below AVX-512
 
 
 def _build_identity(node, graph, shapes, view, scratch):
@@ -42,9 +43,11 @@ def _build_silu(node, graph, shapes, view, scratch):
 def _build_sigmoid(node, graph, shapes, view, scratch):
     x, y = _unary(node, view)
 
-    def sigmoid():   # 0.5 * tanh(x / 2) + 0.5: exact sigmoid, no exp overflow warnings
+    yf = y.reshape(-1)
+
+    def sigmoid():   # 0.5 * tanh(x / 2) + 0.5: no exp overflow
         np.multiply(x, _HALF, out=y)
-        np.tanh(y, out=y)
+        _kernels.tanh(yf, yf)
         np.multiply(y, _HALF, out=y)
         np.add(y, _HALF, out=y)
     return sigmoid
