@@ -35,7 +35,7 @@ static inline uint32_t a2r_float_to_bits(float f) {
  * relative error on [-ln2/2, ln2/2]: 1.5e-7), 2^n from the bits of the rounding sum: 14 vector
  * operations and one of them a division, where the Cephes exp (degree 7, a two-part ln2 also
  * with FMA, a two-factor 2^n, special cases as selects) took 23. Relative error of the result
- * < 5e-7 where it is a normal float (tests/test_silu.py).
+ * < 5e-7 where it is a normal float (tests/test_activations.py).
  *
  * Special values, as numpy's x / (1 + exp(-x)) in float32: at the low clamp n = 128, whose bits
  * 2^n are +inf's, so e^-x = inf there and x / inf = -0 (x <= -88.4; the true value is below
@@ -84,7 +84,7 @@ static inline float a2r_silu1(float x) { return x / (1.0f + a2r_expneg1(x)); }
  * A2R_TANH_SERIES the odd Taylor series to a^9 (the first term left out is below 2e-8 of the
  * value there), else (1 - e) / (1 + e) with e = e^-2a by the silu exp (its clamp makes a huge
  * or infinite a give 1); then the sign bit of x, so -0 stays -0 and NaN stays NaN. Relative
- * error below 1e-6 (tests/test_tanh.py). numpy's float32 tanh is libm's, one value at a time
+ * error below 1e-6 (tests/test_activations.py). numpy's float32 tanh is libm's, one value at a time
  * below AVX-512. */
 #define A2R_TANH_SERIES 0.25f
 #define A2R_TANH_POLY(s, madd, a2)                                                             \

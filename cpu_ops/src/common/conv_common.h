@@ -35,6 +35,47 @@ static inline int wino_able(const a2r_conv2d_shape *s) {
            s->dil_w == 1 && s->groups == 1 && !(s->c == 1 && s->o == 1);
 }
 
+/* ph[j*eb + k] = row[ix0 + m*k + j] for j < m, k <= len, m = 2 or 4 (Winograd F(2,3), F(4,3):
+ * tiles of m outputs), where row is input row iy of plane (h x w) and values outside the image
+ * are 0: the stride-m patch columns of a row segment of len tiles as unit-stride arrays, zero
+ * padding included (no padded copy). One pass over the row (the compiler's deinterleave); only
+ * the k where some column falls outside the image take the checked loop. */
+static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int64_t iy,
+                                  int64_t ix0, int64_t len, const int m, float *restrict ph,
+                                  int64_t eb) {
+    const int64_t n = len + 1;
+    float *restrict p0 = ph, *restrict p1 = ph + eb, *restrict p2 = ph + 2 * eb,
+                    *restrict p3 = ph + 3 * eb;
+    if (iy < 0 || iy >= h) {
+        for (int j = 0; j < m; j++)
+            for (int64_t k = 0; k < n; k++) ph[j * eb + k] = 0.0f;
+        return;
+    }
+    const float *restrict row = plane + iy * w;
+    /* [a, e): all m columns inside, 0 <= ix0 + m*k and ix0 + m*k + m - 1 <= w - 1 */
+    const int64_t a = A2R_MIN(n, ix0 >= 0 ? 0 : (m - 1 - ix0) / m);
+    const int64_t e = w - m - ix0 < 0 ? a : A2R_MAX(a, A2R_MIN(n, (w - m - ix0) / m + 1));
+    const float *restrict src = row + ix0 + m * a;
+    if (m == 2)
+        for (int64_t k = 0; k < e - a; k++) {
+            p0[a + k] = src[2 * k];
+            p1[a + k] = src[2 * k + 1];
+        }
+    else
+        for (int64_t k = 0; k < e - a; k++) {
+            p0[a + k] = src[4 * k];
+            p1[a + k] = src[4 * k + 1];
+            p2[a + k] = src[4 * k + 2];
+            p3[a + k] = src[4 * k + 3];
+        }
+    for (int64_t part = 0; part < 2; part++) /* the k outside [a, e): before, then after */
+        for (int64_t k = part ? e : 0; k < (part ? n : a); k++)
+            for (int j = 0; j < m; j++) {
+                const int64_t x = ix0 + m * k + j;
+                ph[j * eb + k] = x >= 0 && x < w ? row[x] : 0.0f;
+            }
+}
+
 /* 1 when every phase 0..stride-1 is read by some tap t*dil % stride, t < taps; else the
  * polyphase strip would copy planes nobody reads (a 1x1 stride-2 conv reads one of four). */
 static inline int every_phase_read(int64_t taps, int64_t dil, int64_t stride) {

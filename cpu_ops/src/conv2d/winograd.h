@@ -89,7 +89,7 @@ static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
             const int64_t len = A2R_MIN(wg->tw - tx, ntile - col);
             const int64_t ix0 = WINO_M * tx - s->pad_w;
             for (int r = 0; r < WINO_T; r++)
-                wino_split_row(plane, s->h, s->w, WINO_M * ty - s->pad_h + r, ix0, len,
+                wino_split_row(plane, s->h, s->w, WINO_M * ty - s->pad_h + r, ix0, len, WINO_M,
                                eo + 4 * r * eb, eb);
             wino_in_tiles(eo, eb, len, vt + ci * vb + col, ps);
             col += len;

@@ -44,38 +44,6 @@ static inline void wino_filter(const float *g9, float u[WINO_POS]) {
             u[i * WINO_T + l] = (float)(t[i][0] * G[l][0] + t[i][1] * G[l][1] + t[i][2] * G[l][2]);
 }
 
-/* ph[j * eb + k] = row[ix0 + 4k + j] for j < 4, k <= len, where row is input row iy of plane
- * (h x w) and values outside the image are 0: the stride-4 patch columns of a row segment of len
- * tiles as unit-stride arrays, zero padding included (no padded copy). Only the k where some
- * column falls outside the image take the checked loop. */
-static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int64_t iy,
-                                  int64_t ix0, int64_t len, float *restrict ph, int64_t eb) {
-    const int64_t n = len + 1;
-    float *restrict p0 = ph, *restrict p1 = ph + eb, *restrict p2 = ph + 2 * eb,
-                    *restrict p3 = ph + 3 * eb;
-    if (iy < 0 || iy >= h) {
-        for (int64_t k = 0; k < n; k++) p0[k] = p1[k] = p2[k] = p3[k] = 0.0f;
-        return;
-    }
-    const float *restrict row = plane + iy * w;
-    /* [a, e): all four columns inside, 0 <= ix0 + 4k and ix0 + 4k + 3 <= w - 1 */
-    const int64_t a = A2R_MIN(n, ix0 >= 0 ? 0 : (3 - ix0) / 4);
-    const int64_t e = w - 4 - ix0 < 0 ? a : A2R_MAX(a, A2R_MIN(n, (w - 4 - ix0) / 4 + 1));
-    const float *restrict src = row + ix0 + 4 * a;
-    for (int64_t k = 0; k < e - a; k++) {
-        p0[a + k] = src[4 * k];
-        p1[a + k] = src[4 * k + 1];
-        p2[a + k] = src[4 * k + 2];
-        p3[a + k] = src[4 * k + 3];
-    }
-    for (int64_t part = 0; part < 2; part++) /* the k outside [a, e): before, then after */
-        for (int64_t k = part ? e : 0; k < (part ? n : a); k++)
-            for (int j = 0; j < 4; j++) {
-                const int64_t x = ix0 + 4 * k + j;
-                ph[j * eb + k] = x >= 0 && x < w ? row[x] : 0.0f;
-            }
-}
-
 /* r = B^T d for one line of 6 values of type T: 14 adds and multiplies by 2, 4, 5. */
 #define WINO_IN_1D(T, d0, d1, d2, d3, d4, d5, r)                                              \
     do {                                                                                      \

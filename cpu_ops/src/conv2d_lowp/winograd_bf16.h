@@ -106,8 +106,8 @@ static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
                 const float *plane = xi + (2 * cl + r) * s->h * s->w;
                 float *e = eo + 8 * r * eb;
                 for (int rr = 0; rr < 4; rr++)
-                    wino_split_row(plane, s->h, s->w, 2 * ty - s->pad_h + rr, ix0, len,
-                                   e + (2 * rr) * eb, e + (2 * rr + 1) * eb);
+                    wino_split_row(plane, s->h, s->w, 2 * ty - s->pad_h + rr, ix0, len, 2,
+                                   e + 2 * rr * eb, eb);
             }
             wino_in_lanes(eo, pair ? eo + 8 * eb : NULL, eb, len, vt + cl * nt + col, ps, stage);
             col += len;

@@ -33,36 +33,6 @@ static inline void wino_filter(const float *g9, float u[16]) {
         for (int j = 0; j < 4; j++) u[i * 4 + j] = (float)r[i][j];
 }
 
-/* even[k] = row[ix0 + 2k], odd[k] = row[ix0 + 2k + 1] for k <= len, where row is input row iy
- * of plane (h x w) and values outside the image are 0: the stride-2 patch columns of a row
- * segment of len tiles as unit-stride arrays, zero padding included (no padded copy). One pass
- * over the row for both (the compiler's deinterleave: 2 loads, 2 permutes, 2 stores per 2
- * vectors); only the k where either column falls outside the image take the checked loop. */
-static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int64_t iy,
-                                  int64_t ix0, int64_t len, float *restrict even,
-                                  float *restrict odd) {
-    const int64_t n = len + 1;
-    if (iy < 0 || iy >= h) {
-        for (int64_t k = 0; k < n; k++) even[k] = odd[k] = 0.0f;
-        return;
-    }
-    const float *restrict row = plane + iy * w;
-    /* [a, e): both columns inside, 0 <= ix0 + 2k and ix0 + 2k + 1 <= w - 1 */
-    const int64_t a = A2R_MIN(n, ix0 >= 0 ? 0 : (1 - ix0) / 2);
-    const int64_t e = w - 2 - ix0 < 0 ? a : A2R_MAX(a, A2R_MIN(n, (w - 2 - ix0) / 2 + 1));
-    const float *restrict src = row + ix0 + 2 * a;
-    for (int64_t k = 0; k < e - a; k++) {
-        even[a + k] = src[2 * k];
-        odd[a + k] = src[2 * k + 1];
-    }
-    for (int64_t part = 0; part < 2; part++) /* the k outside [a, e): before, then after */
-        for (int64_t k = part ? e : 0; k < (part ? n : a); k++) {
-            const int64_t x = ix0 + 2 * k;
-            even[k] = x >= 0 && x < w ? row[x] : 0.0f;
-            odd[k] = x + 1 >= 0 && x + 1 < w ? row[x + 1] : 0.0f;
-        }
-}
-
 /* The 16 V values (B^T d B) of tile k from the split rows (e_r, o_r at eo + (2r, 2r+1)*eb):
  * patch columns d0..d3 of row r are e_r[k], o_r[k], e_r[k+1], o_r[k+1]. */
 static inline void wino_in_tile(const float *restrict eo, int64_t eb, int64_t k, float v[16]) {

@@ -1,0 +1,134 @@
+"""ops.silu and ops.tanh (the executor's SiLU, Tanh and Sigmoid run them): every ISA level x 1
+and 2 threads against the float64 oracle, special values, the vector body against the scalar
+tail bit for bit, the relative error of each polynomial, in place and out=, 0-d, non-contiguous
+and byteswapped arrays."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from a2r_edge import ops
+from a2r_edge.model import reference as ref
+from a2r_edge.runtime import cpu
+from tolerances import ELEMENTWISE
+
+SIZES = [1, 7, 13, 17, 127, 237, 1080 * 1920]
+# name -> (op, oracle, scale of the random test inputs)
+OPS = {"silu": (ops.silu, ref.silu, 8.0), "tanh": (ops.tanh, ref.tanh, 3.0)}
+both = pytest.mark.parametrize("name", list(OPS))
+
+
+@both
+@pytest.mark.parametrize("n", SIZES)
+def test_matches_reference(native, rng, n, name):
+    op, oracle, scale = OPS[name]
+    x = (rng.standard_normal(n) * scale).astype(np.float32)
+    np.testing.assert_allclose(op(x), oracle(x), **ELEMENTWISE)
+
+
+def test_silu_special_values(native):
+    x = np.array([np.inf, -np.inf, np.nan, -120.0, 120.0, 0.0, -0.0, 88.7, -88.7, 1e-30],
+                 np.float32)
+    np.testing.assert_allclose(ops.silu(x), ref.silu(x), equal_nan=True, **ELEMENTWISE)
+
+
+def test_tanh_special_values_and_sign(native):
+    x = np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 1e-30, -1e-30, 1e-45, -1e-45,
+                  9.0, -9.0, 88.7, -88.7, 1e4, -3e38], np.float32)
+    got = ops.tanh(x)
+    np.testing.assert_allclose(got, ref.tanh(x), equal_nan=True, **ELEMENTWISE)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x))
+    np.testing.assert_array_equal(np.signbit(got[2:]), np.signbit(x[2:]))  # -0 stays -0
+    assert np.all(np.abs(got[~np.isnan(got)]) <= 1)
+
+
+# values around each op's clamps and branch points, and the special ones
+EDGES = {"silu": [-88.72, -88.73, 88.7, 88.71, -87.3, 87.3, 103.9, 104.0],
+         "tanh": [0.25, -0.25, 0.24999999, 43.6, 43.7, 9.0, -9.0]}
+
+
+@both
+def test_vector_body_equals_scalar_tail(native, name):
+    """Whole vectors go through the vector form (a2r_vsilu, a2r_vtanh), a tail through the
+    scalar one: the same bits, over the clamps, branch points and special cases too (each
+    1-element call is all tail)."""
+    op = OPS[name][0]
+    x = np.concatenate([np.linspace(-120, 120, 997), np.linspace(-0.3, 0.3, 601), EDGES[name],
+                        [-np.inf, np.inf, np.nan, -0.0, 0.0, 1e-30, -1e-30]]).astype(np.float32)
+    whole = op(x)
+    one_by_one = np.array([op(x[i:i + 1])[0] for i in range(x.size)], np.float32)
+    np.testing.assert_array_equal(whole.view(np.uint32), one_by_one.view(np.uint32))
+
+
+@pytest.mark.parametrize("name, bound", [("silu", 5e-7), ("tanh", 1e-6)])
+def test_relative_error_against_float64(native, name, bound):
+    """silu: the polynomial e^-x (a2r_math.h) keeps the result within 5e-7 (about 4 ulp) of the
+    exact SiLU; tanh: its series below |x| = 0.25 and (1 - e) / (1 + e) above within 1e-6
+    (measured: 3.1e-7); wherever the exact value is a normal float, over the range the clamps
+    leave alone."""
+    rng = np.random.default_rng(0)
+    if name == "silu":
+        x = np.concatenate([np.linspace(-88.3, 88.3, 400_001), rng.standard_normal(100_000) * 4])
+        exact64 = lambda v: v / (1 + np.exp(-v))  # noqa: E731
+    else:
+        x = np.concatenate([np.linspace(-12, 12, 400_001), np.geomspace(1e-30, 0.5, 10_000),
+                            rng.standard_normal(100_000) * 2])
+        exact64 = np.tanh
+    x = x.astype(np.float32)
+    exact = exact64(x.astype(np.float64))
+    normal = np.abs(exact) >= np.finfo(np.float32).tiny
+    got = OPS[name][0](x).astype(np.float64)
+    assert np.max(np.abs(got[normal] - exact[normal]) / np.abs(exact[normal])) < bound
+
+
+@both
+def test_in_place_and_out(native, rng, name):
+    op, oracle, _ = OPS[name]
+    x = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    want = oracle(x)
+    out = np.empty_like(x)
+    assert op(x, out=out) is out
+    np.testing.assert_allclose(out, want, **ELEMENTWISE)
+    assert op(x, out=x) is x
+    np.testing.assert_allclose(x, want, **ELEMENTWISE)
+
+
+@both
+def test_zero_dimensional(native, name):
+    """A 0-d array keeps its shape (numpy's ascontiguousarray makes it 1-d), with out= too."""
+    op, oracle, _ = OPS[name]
+    x = np.array(2.0, np.float32)
+    got = op(x)
+    assert got.shape == () and got.dtype == np.float32
+    np.testing.assert_allclose(got, oracle(x), **ELEMENTWISE)
+    out = np.empty((), np.float32)
+    assert op(x, out=out) is out and out.shape == ()
+    assert op(x, out=x) is x
+    np.testing.assert_allclose(x, oracle(np.array(2.0, np.float32)), **ELEMENTWISE)
+
+
+@both
+def test_non_contiguous_and_byteswapped(rng, name):
+    op, oracle, _ = OPS[name]
+    x = rng.standard_normal((20, 30)).astype(np.float32)
+    np.testing.assert_allclose(op(x[::2, ::3]), oracle(x[::2, ::3]), **ELEMENTWISE)
+    np.testing.assert_allclose(op(x.astype(">f4")), oracle(x), **ELEMENTWISE)
+
+
+@both
+def test_bad_input(name):
+    op = OPS[name][0]
+    with pytest.raises(TypeError, match="x"):
+        op(np.zeros(3, np.float64))
+    with pytest.raises(ValueError, match="out"):
+        op(np.zeros(3, np.float32), out=np.zeros(4, np.float32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=40),
+                  elements=st.floats(-1e4, 1e4, width=32)),
+       st.sampled_from(cpu.available_isas()), st.sampled_from(list(OPS)))
+def test_hypothesis(x, level, name):
+    op, oracle, _ = OPS[name]
+    with cpu.using_isa(level):
+        np.testing.assert_allclose(op(x), oracle(x), **ELEMENTWISE)
