@@ -84,8 +84,8 @@ static inline float a2r_silu1(float x) { return x / (1.0f + a2r_expneg1(x)); }
  * A2R_TANH_SERIES the odd Taylor series to a^9 (the first term left out is below 2e-8 of the
  * value there), else (1 - e) / (1 + e) with e = e^-2a by the silu exp (its clamp makes a huge
  * or infinite a give 1); then the sign bit of x, so -0 stays -0 and NaN stays NaN. Relative
- * error below 1e-6 (tests/test_activations.py). numpy's float32 tanh is libm's, one value at a time
- * below AVX-512. */
+ * error below 1e-6 (tests/test_activations.py). numpy's float32 tanh is libm's, one value at a
+ * time below AVX-512. */
 #define A2R_TANH_SERIES 0.25f
 #define A2R_TANH_POLY(s, madd, a2)                                                             \
     s = madd(a2, A2R_S(2.186948854e-2f), A2R_S(-5.396825397e-2f)); /* 62/2835, -17/315 */      \
