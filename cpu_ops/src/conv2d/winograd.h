@@ -12,10 +12,10 @@
  *      U = G g G^T packed once (after the direct packing) in the micro-kernel's A layout;
  *   3. output transform of those MR rows (A^T M A) into four output row segments per tile row,
  *      then the usual epilogue (bias, residual, activation) into y.
- * F(2,3) (2.25x fewer products, exact transforms) ran here before: F(4,3) took 0.6-0.7 of its
- * time at 32-64 channels (the GEMMs were 56% of it; numbers above use_winograd in kernel.c). The
- * bf16 path keeps F(2,3) (conv2d_lowp/winograd_bf16.h): F(4,3)'s larger rounding there costs
- * 16-21 dB per layer. */
+ * F(2,3) (2.25x fewer products, exact transforms) ran here before: F(4,3) takes 0.61-0.66 of
+ * its time at 16-64 channels (docs/architecture.md, "fp32 Winograd F(4,3)"). The bf16 path
+ * keeps F(2,3) (conv2d_lowp/winograd_bf16.h): F(4,3)'s larger rounding there costs 16-21 dB
+ * per layer. */
 #ifndef A2R_CONV2D_WINOGRAD_H
 #define A2R_CONV2D_WINOGRAD_H
 
