@@ -221,6 +221,27 @@ def test_concat_producers_write_into_slices():
     assert ex.plan_for({"x": x.shape}).aliased == 2   # the two convs; "x" is copied
 
 
+def test_dense_block_concats_are_views_of_the_last():
+    """A dense block (RRDB / ESRGAN): each concat's inputs begin the next one's, so every x_i is
+    written once, into its slice of the last concat, and the earlier concats are that one's
+    first channels: no Concat step is left, and the result is onnxruntime's. A tensor read by
+    other nodes too (x0: every conv and the residual Add) is read from its slice."""
+    rng = np.random.default_rng(5)
+    b = Builder(rng, 3)
+    xs = [b.conv("x", 3, 4)]
+    for i in range(3):
+        cat = b.node("Concat", list(xs), axis=1) if i else xs[0]
+        xs.append(b.node("LeakyRelu", [b.conv(cat, 4 + 3 * i, 3)], alpha=0.2))
+    last = b.conv(b.node("Concat", list(xs), axis=1), 13, 4)
+    m = b.model(b.node("Add", [last, xs[0]]))
+    ex = NativeExecutor(m)
+    x = rng.standard_normal((1, 3, 13, 11)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x), ort_run(m, x), **PARITY)
+    p = ex.plan_for({"x": x.shape})
+    assert "Concat" not in [nd.op for nd in p.step_nodes]
+    assert p.aliased == 4 + 3 + 2   # each concat's inputs, all in place
+
+
 def test_reshapes_run_on_their_input_s_memory():
     """Reshape/Flatten/Unsqueeze/Squeeze get their input's memory and no step, while what
     reads the input afterwards (an in-place Relu, a Concat) still sees the values it had."""

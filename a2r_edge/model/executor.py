@@ -148,15 +148,23 @@ class _Plan:
                     if t and t not in loc:
                         new_group(t, external=np.empty(shapes[t], dtype(t)))
         # Concat: producers write straight into their slice of the output when it is contiguous
+        # (one image before the axis). A concat whose inputs begin another's (the dense blocks
+        # of RRDB / ESRGAN: [x, x1], [x, x1, x2], ... [x, x1, .., x4]) is a view of that one's
+        # first channels, so each x_i is written once, in the last concat, and read in place.
         self.aliased = 0
         cons = {}
         for nd in nodes:
             for t in nd.inputs:
                 if t:
                     cons.setdefault(t, []).append(nd)
-        for nd in reversed(nodes):
-            if nd.op != "Concat":
-                continue
+
+        def place(t, g, at):
+            loc[t] = (g, at)
+            groups[g]["members"].append(t)
+            groups[g]["last_use"] = max(groups[g]["last_use"], tensor_last(t))
+
+        concats = [nd for nd in nodes if nd.op == "Concat"]
+        for nd in reversed(concats):
             o = nd.outputs[0]
             if o not in loc:
                 new_group(o)
@@ -164,14 +172,21 @@ class _Plan:
             shape = shapes[o]
             axis = nd.attrs["axis"] % len(shape)
             inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+            flat = int(np.prod(shape[:axis])) == 1
+            for c in concats if flat else ():
+                oc = c.outputs[0]
+                if c is not nd and oc not in loc and oc not in outs \
+                        and c.attrs["axis"] % len(shape) == axis and len(shapes[oc]) == len(shape) \
+                        and c.inputs == nd.inputs[:len(c.inputs)] \
+                        and all(shapes[oc][i] == shape[i] for i in range(len(shape)) if i != axis):
+                    place(oc, g, base)
             aliased, k = set(), 0
             for t in nd.inputs:
-                if int(np.prod(shape[:axis])) == 1 and t in produced and t not in loc \
-                        and t not in outs and len(cons.get(t, [])) == 1 \
+                if loc.get(t) == (g, base + k * inner):   # placed by a concat this one begins
+                    aliased.add(t)
+                elif flat and t in produced and t not in loc and t not in outs \
                         and nd.inputs.count(t) == 1:
-                    loc[t] = (g, base + k * inner)
-                    groups[g]["members"].append(t)
-                    groups[g]["last_use"] = max(groups[g]["last_use"], tensor_last(t))
+                    place(t, g, base + k * inner)
                     aliased.add(t)
                 k += shapes[t][axis]
             nd.attrs["aliased"] = aliased
