@@ -182,7 +182,7 @@ class _Plan:
                     place(oc, g, base)
             aliased, k = set(), 0
             for t in nd.inputs:
-                if loc.get(t) == (g, base + k * inner):   # placed by a concat this one begins
+                if loc.get(t) == (g, base + k * inner):   # placed by the concat this one begins
                     aliased.add(t)
                 elif flat and t in produced and t not in loc and t not in outs \
                         and nd.inputs.count(t) == 1:
