@@ -6,8 +6,8 @@ Tests and benchmarks switch both with the ``using_isa`` / ``using_threads`` cont
 """
 from __future__ import annotations
 
-import functools
 import hashlib
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -18,12 +18,14 @@ from . import threads
 ISA_LEVELS = _settings.ISA_LEVELS
 
 
-@functools.lru_cache(maxsize=1)
 def build_id() -> str:
-    """A short digest of the kernels library: caches of what was timed with these kernels (the
-    precision "auto" chose) are kept per build, so a faster kernel is judged anew."""
-    with open(_kernels.__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:12]
+    """Identity of the installed native code (version, and the kernels library's size and time):
+    what was timed with these kernels (calibrated stage times, the precisions "auto" chose) is
+    kept per build, so a rebuilt or upgraded a2r_edge measures anew."""
+    from .. import __version__
+    st = os.stat(_kernels.__file__)
+    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
+                           digest_size=4).hexdigest()
 
 
 def available_isas() -> tuple[str, ...]:

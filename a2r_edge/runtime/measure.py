@@ -256,20 +256,12 @@ def model_digest(stages) -> str:
 
 # --- calibration ------------------------------------------------------------------------------
 
-def _build_id() -> str:
-    """Identity of the installed native code: a rebuilt or upgraded a2r_edge measures anew
-    (its kernels may be faster or slower than those the cached figures describe)."""
-    from .. import __version__, _kernels
-    st = os.stat(_kernels.__file__)
-    return hashlib.blake2b(f"{__version__}:{st.st_size}:{st.st_mtime_ns}".encode(),
-                           digest_size=4).hexdigest()
-
-
 def calibration_path(stages, threads: int) -> str:
-    from . import system
+    from . import cpu, system
     key = system.machine_key()
     return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{_build_id()}-{CALIBRATION_SIZE}px-{threads}t.json")
+                                              f"{cpu.build_id()}-{CALIBRATION_SIZE}px-"
+                                              f"{threads}t.json")
 
 
 def stage_figures(entries):
