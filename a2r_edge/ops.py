@@ -258,12 +258,17 @@ def adalin(x, in_weight, ln_weight, gamma, beta, in_eps=1e-5, ln_eps=1e-5, out=N
     return out
 
 
-def silu(x, out=None):
-    """x * sigmoid(x), elementwise on a float32 array of any shape; ``out`` may be ``x``."""
+def _elementwise(kernel, x, out):
+    """kernel(x, out) over a float32 array of any shape, flattened; ``out`` may be ``x``."""
     x = _array(x, "x", np.float32, tuple(range(0, 33)), "(...)")
     out = _out(out, x.shape, np.float32, x, inplace_ok=True)
-    _kernels.silu(x.reshape(-1), out.reshape(-1))
+    kernel(x.reshape(-1), out.reshape(-1))
     return out
+
+
+def silu(x, out=None):
+    """x * sigmoid(x), elementwise on a float32 array of any shape; ``out`` may be ``x``."""
+    return _elementwise(_kernels.silu, x, out)
 
 
 def tanh(x, out=None):
@@ -273,10 +278,7 @@ def tanh(x, out=None):
     >>> ops.tanh(np.array([0.0, 1.0], np.float32))
     array([0.       , 0.7615941], dtype=float32)
     """
-    x = _array(x, "x", np.float32, tuple(range(0, 33)), "(...)")
-    out = _out(out, x.shape, np.float32, x, inplace_ok=True)
-    _kernels.tanh(x.reshape(-1), out.reshape(-1))
-    return out
+    return _elementwise(_kernels.tanh, x, out)
 
 
 def pixel_shuffle(x, r, out=None):

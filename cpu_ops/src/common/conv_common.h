@@ -44,8 +44,6 @@ static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int6
                                   int64_t ix0, int64_t len, const int m, float *restrict ph,
                                   int64_t eb) {
     const int64_t n = len + 1;
-    float *restrict p0 = ph, *restrict p1 = ph + eb, *restrict p2 = ph + 2 * eb,
-                    *restrict p3 = ph + 3 * eb;
     if (iy < 0 || iy >= h) {
         for (int j = 0; j < m; j++)
             for (int64_t k = 0; k < n; k++) ph[j * eb + k] = 0.0f;
@@ -56,18 +54,21 @@ static inline void wino_split_row(const float *plane, int64_t h, int64_t w, int6
     const int64_t a = A2R_MIN(n, ix0 >= 0 ? 0 : (m - 1 - ix0) / m);
     const int64_t e = w - m - ix0 < 0 ? a : A2R_MAX(a, A2R_MIN(n, (w - m - ix0) / m + 1));
     const float *restrict src = row + ix0 + m * a;
-    if (m == 2)
+    float *restrict p0 = ph + a, *restrict p1 = ph + eb + a;
+    if (m == 2) {
         for (int64_t k = 0; k < e - a; k++) {
-            p0[a + k] = src[2 * k];
-            p1[a + k] = src[2 * k + 1];
+            p0[k] = src[2 * k];
+            p1[k] = src[2 * k + 1];
         }
-    else
+    } else { /* m = 4: two more phase rows */
+        float *restrict p2 = ph + 2 * eb + a, *restrict p3 = ph + 3 * eb + a;
         for (int64_t k = 0; k < e - a; k++) {
-            p0[a + k] = src[4 * k];
-            p1[a + k] = src[4 * k + 1];
-            p2[a + k] = src[4 * k + 2];
-            p3[a + k] = src[4 * k + 3];
+            p0[k] = src[4 * k];
+            p1[k] = src[4 * k + 1];
+            p2[k] = src[4 * k + 2];
+            p3[k] = src[4 * k + 3];
         }
+    }
     for (int64_t part = 0; part < 2; part++) /* the k outside [a, e): before, then after */
         for (int64_t k = part ? e : 0; k < (part ? n : a); k++)
             for (int j = 0; j < m; j++) {
