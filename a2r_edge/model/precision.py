@@ -160,8 +160,9 @@ def faster_at_fp32(executor, precision: str, ranges: dict, fp32_nodes, fp32_time
     precision (with fp32_nodes, the quality fallback, at fp32), kept only if the whole plan
     then runs faster on x. One at an end of a u8 link is also tried back at precision alone:
     at fp32 it breaks the link, and its int8 neighbour then reads or writes float32 (Zen 2, the
-    bundled encoder at 512^2: its first conv 0.5 ms faster at fp32, the next one 2 ms slower
-    reading 16 MB of floats instead of 4 MB of levels). On an AVX2 CPU without VNNI (Zen 2) a
+    bundled encoder at 512^2: its first conv timed faster at fp32, and the next one then read
+    16 MB of floats instead of 4 MB of levels, 6.2 -> 8.1 ms in `model check --profile`). On
+    an AVX2 CPU without VNNI (Zen 2) a
     u8 x s8 product costs two instructions: int8 has no more multiplies per cycle than fp32's
     FMA, and Winograd's fp32 3x3 stride-1 convolutions beat it. The executor comes set at
     precision with fp32_nodes and is left at it with the result."""
