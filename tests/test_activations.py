@@ -131,3 +131,15 @@ def test_hypothesis(x, level, name):
     op, oracle, _ = OPS[name]
     with cpu.using_isa(level):
         np.testing.assert_allclose(op(x), oracle(x), **ELEMENTWISE)
+
+
+def test_tanh_kernel_affine_form_is_sigmoid(native, rng):
+    """The executor's Sigmoid is the tanh kernel with its affine map, 0.5 tanh(x / 2) + 0.5, in
+    one pass: within ELEMENTWISE of the float64 sigmoid, 0 and 1 at the far ends."""
+    from a2r_edge import _kernels
+    x = np.concatenate([rng.standard_normal(1001) * 8, [-1e4, 1e4, 0.0, -0.0]]).astype(np.float32)
+    y = np.empty_like(x)
+    _kernels.tanh(x, y, 0.5, 0.5, 0.5)
+    want = 0.5 * np.tanh(0.5 * x.astype(np.float64)) + 0.5   # the sigmoid, without overflow
+    np.testing.assert_allclose(y, want, **ELEMENTWISE)
+    assert y[-4] == 0.0 and y[-3] == 1.0 and y[-2] == y[-1] == 0.5

@@ -76,7 +76,9 @@
     K(a, void, a2r_silu, (const float *x, float *y, int64_t n), (x, y, n))
 
 #define A2R_OPS_tanh(K, a)                                                                      \
-    K(a, void, a2r_tanh, (const float *x, float *y, int64_t n), (x, y, n))
+    K(a, void, a2r_tanh,                                                                        \
+      (const float *x, float *y, int64_t n, float in_scale, float out_scale, float out_shift),  \
+      (x, y, n, in_scale, out_scale, out_shift))
 
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \

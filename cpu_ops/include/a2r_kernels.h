@@ -71,9 +71,11 @@ void a2r_adalin(const float *x, int64_t n, int64_t c, int64_t hw, const float *i
 /* silu: y = x * sigmoid(x), n floats; y may equal x. */
 void a2r_silu(const float *x, float *y, int64_t n);
 
-/* tanh: y = tanh(x), n floats (relative error below 1e-6; -0, +-inf and NaN as tanh has them);
- * y may equal x. */
-void a2r_tanh(const float *x, float *y, int64_t n);
+/* tanh: y = out_scale * tanh(in_scale * x) + out_shift (one fused multiply-add), n floats;
+ * tanh's relative error below 1e-6, -0, +-inf and NaN as tanh has them (out_shift -0 keeps a
+ * -0; 0.5, 0.5, 0.5 give sigmoid); y may equal x. */
+void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_scale,
+              float out_shift);
 
 /* resize: separable resampling of nc planes (h, w) -> (oh, ow) by tap tables (the ONNX
  * Resize of the executor: model/ops/resize.py makes the tables).

@@ -111,7 +111,8 @@ static inline float a2r_tanh1(float x) {
 
 typedef uint32_t a2r_vu __attribute__((vector_size(4 * A2R_VEC_FLOATS)));
 
-static inline a2r_vf a2r_vsplat(float v) { return (a2r_vf){0.0f} + v; }
+/* v in every lane, -0 included (v - +0 is v for every v; +0 + v would turn -0 into +0). */
+static inline a2r_vf a2r_vsplat(float v) { return v - (a2r_vf){0.0f}; }
 
 /* x < lo ? lo : (x > hi ? hi : x) per lane, NaN kept: min/max return their second operand when
  * one is NaN, so x goes second. */

@@ -43,14 +43,8 @@ def _build_silu(node, graph, shapes, view, scratch):
 def _build_sigmoid(node, graph, shapes, view, scratch):
     x, y = _unary(node, view)
 
-    yf = y.reshape(-1)
-
-    def sigmoid():   # 0.5 * tanh(x / 2) + 0.5: no exp overflow
-        np.multiply(x, _HALF, out=y)
-        _kernels.tanh(yf, yf)
-        np.multiply(y, _HALF, out=y)
-        np.add(y, _HALF, out=y)
-    return sigmoid
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    return lambda: _kernels.tanh(xf, yf, 0.5, 0.5, 0.5)   # 0.5 tanh(x / 2) + 0.5, one pass
 
 
 def _sigmoid(x):
