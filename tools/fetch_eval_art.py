@@ -92,6 +92,8 @@ def unpacked(pkg):
         found = glob.glob(os.path.join(debs, f"{pkg}_*.deb"))
     if not found:
         raise SystemExit(f"apt-get download {pkg} gave no .deb in {debs}")
+    shutil.rmtree(root + ".tmp", ignore_errors=True)  # a run stopped half-way
+    os.makedirs(os.path.dirname(root), exist_ok=True)  # dpkg -x makes the last folder only
     _run(["dpkg", "-x", found[0], root + ".tmp"])
     os.replace(root + ".tmp", root)
     return root
