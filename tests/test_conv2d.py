@@ -134,6 +134,23 @@ def test_every_block_height(native, rng, o, path):
         check(x, wt, None, s, p, d, act="leaky_relu", alpha=0.3)
 
 
+# Stride 2 deals each input row to its two column phases in one pass (deal_phases2): the phase
+# read first changes with the padding's parity, the two phases differ in length by one with the
+# width's, and a phase can be all padding (narrow rows, wide pads). Widths from 1 to past one
+# vector of each phase.
+STRIDE2_WIDTHS = [1, 2, 3, 4, 5, 8, 9, 16, 17, 18, 33]
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_stride2_phase_edges(native, rng, k, pad):
+    for w in STRIDE2_WIDTHS:
+        if w + 2 * pad < k:
+            continue
+        x, wt, b = make(rng, 1, 5, 9, w, 6, k)
+        check(x, wt, b, 2, pad)
+
+
 def test_out_and_prepacked_reuse(native, rng):
     x, wt, b = make(rng, 2, 8, 13, 11, 16, 3)
     conv = ops.Conv2d(wt, b, stride=1, pad=1, activation="relu")

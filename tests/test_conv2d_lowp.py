@@ -10,7 +10,7 @@ import pytest
 
 from a2r_edge import _kernels, ops
 from a2r_edge.model import reference as ref
-from test_conv2d import WINO_CASES, conv_algo
+from test_conv2d import STRIDE2_WIDTHS, WINO_CASES, conv_algo
 from tolerances import ACT_LIPSCHITZ, BF16_PRODUCT, INT8_SLACK, REDUCTION, winograd_magnitude
 
 ACTS = [None, "relu", "leaky_relu", "silu"]
@@ -102,6 +102,25 @@ def test_matches_reference_within_rounding(native, rng, case, precision):
     check(precision, x, wt, None, s, p, d, g)
     if x.size > 1000:  # the rounding is there: not secretly fp32
         assert err.max() > 1e-5
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_stride2_phase_edges_exact(native, rng, k, pad):
+    """The stride-2 strip's phase dealing (test_conv2d.STRIDE2_WIDTHS) on int8 lanes, float and
+    u8 sources: integer weights and activations on the u8 grid give y exactly."""
+    levels = _kernels.conv2d_lowp_u8_levels()
+    for w in STRIDE2_WIDTHS:
+        if w + 2 * pad < k:
+            continue
+        x = rng.integers(0, levels + 1, (1, 5, 9, w)).astype(np.float32)
+        wt = rng.integers(-127, 128, (6, 5, k, k)).astype(np.float32)
+        wt[:, 0, 0, 0] = 127
+        want = ref.conv2d(x, wt, None, (2, 2), (pad, pad), (1, 1), 1)
+        conv = ops.Conv2d(wt, None, 2, pad, precision="int8", act_range=(0, levels))
+        np.testing.assert_array_equal(conv(x), want)
+        if conv.takes_u8(x.shape):
+            np.testing.assert_array_equal(conv(x.astype(np.uint8)), want)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])

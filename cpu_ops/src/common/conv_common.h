@@ -139,6 +139,50 @@ static inline void evens32(void *restrict dst, const void *restrict src, int64_t
     for (; t < n; t++) memcpy(d + 4 * t, p + 8 * t, 4);
 }
 
+/* The two column phases of a stride-2 strip row, in one pass over the source row (each element
+ * dealt once instead of the row read once per phase with evens32; tools/compare_builds.py
+ * --conv 16,24,512,2, three runs on Zen 2, 1 thread: 8.6-9.3 -> 8.4-8.5 ms): d[px][u] = row[2u + px - pad_w] where that lies
+ * in [0, w), else the 32-bit pattern zero; u < wq. row: w 32-bit elements (floats, or int8/bf16
+ * channel lanes). */
+static inline void deal_phases2(void *restrict d0, void *restrict d1, const void *restrict row,
+                                int64_t w, int64_t pad_w, int64_t wq, uint32_t zero) {
+    char *d[2] = {(char *)d0, (char *)d1};
+    const char *src = (const char *)row;
+    int64_t a[2], e[2], c[2];
+    for (int px = 0; px < 2; px++) { /* phase px: u in [a, e), first read at column c */
+        a[px] = A2R_MIN(wq, first_valid(px - pad_w, 2));
+        e[px] = A2R_MAX(a[px], A2R_MIN(wq, first_valid(px - pad_w - w, 2)));
+        c[px] = a[px] * 2 + px - pad_w;
+    }
+    /* c[0] and c[1] are neighbours: deal from the lower one */
+    const int lo = c[0] <= c[1] ? 0 : 1, hi = 1 - lo;
+    const int64_t n = A2R_MIN(e[lo] - a[lo], e[hi] - a[hi]);
+    char *el = d[lo] + 4 * a[lo], *oh = d[hi] + 4 * a[hi];
+    const char *p = src + 4 * c[lo];
+    int64_t t = 0;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    for (; t + 8 <= n; t += 8) { /* evens32's half-loaded vectors, shuffled twice */
+        const float *q = (const float *)(p + 8 * t);
+        const __m256 v0 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)),
+                                               _mm_loadu_ps(q + 8), 1);
+        const __m256 v1 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)),
+                                               _mm_loadu_ps(q + 12), 1);
+        _mm256_storeu_ps((float *)(el + 4 * t), _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm256_storeu_ps((float *)(oh + 4 * t), _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+#endif
+    for (; t < n; t++) {
+        memcpy(el + 4 * t, p + 8 * t, 4);
+        memcpy(oh + 4 * t, p + 8 * t + 4, 4);
+    }
+    for (int px = 0; px < 2; px++) {
+        for (int64_t u = 0; u < a[px]; u++) memcpy(d[px] + 4 * u, &zero, 4);
+        for (int64_t u = a[px] + n; u < e[px]; u++) /* a phase one longer than the other */
+            memcpy(d[px] + 4 * u, src + 4 * (2 * u + px - pad_w), 4);
+        for (int64_t u = e[px]; u < wq; u++) memcpy(d[px] + 4 * u, &zero, 4);
+    }
+}
+
 /* dst[t] = src[t*stride], t < n, of 32-bit elements (stride > 1): a strip's phase columns,
  * stride 2 through evens32. */
 static inline void every_nth32(void *restrict dst, const void *restrict src, int64_t n,

@@ -462,8 +462,13 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
                 const int64_t iy = (r0 + r) * sh + py - s->pad_h;
                 prefetch_row(s, xg, g->srows, r0, (ci * g->srows + r) * sh + py + PREFETCH_ROWS,
                              1, sizeof(float));
+                float *restrict d0 = st + (ci * sh + py) * sw * plane + r * wq;
+                if (sw == 2 && iy >= 0 && iy < h) {
+                    deal_phases2(d0, d0 + plane, xg + (ci * h + iy) * w, w, s->pad_w, wq, 0);
+                    continue;
+                }
                 for (int64_t px = 0; px < sw; px++) {
-                    float *restrict d = st + ((ci * sh + py) * sw + px) * plane + r * wq;
+                    float *restrict d = d0 + px * plane;
                     if (iy < 0 || iy >= h) {
                         v_zero_n(d, wq);
                         continue;

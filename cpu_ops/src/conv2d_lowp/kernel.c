@@ -276,6 +276,11 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
                 prefetch_row(s, (const char *)x.base + xg * elem, g->srows, r0,
                              (cl * g->srows + r) * sh + py + PREFETCH_ROWS, g->d, elem);
                 if (valid && sw > 1) source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
+                if (valid && sw == 2) {
+                    uint32_t *dst = strip + ((cl * sh + py) * sw * g->srows + r) * wq;
+                    deal_phases2(dst, dst + g->srows * wq, lanes, s->w, s->pad_w, wq, zl);
+                    continue;
+                }
                 for (int64_t px = 0; px < sw; px++) {
                     uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
                     /* columns col with 0 <= col*sw + px - pad_w < w */
