@@ -116,23 +116,29 @@ static inline float activate(float v, const int act, float alpha) {
     }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* q[0..15] as two vectors of 128-bit halves, 0-3 | 8-11 and 4-7 | 12-15: one in-lane shuffle of
+ * the pair puts the eight even (or the eight odd) elements in order. */
+static inline void halves16(const float *q, __m256 *lo, __m256 *hi) {
+    *lo = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)), _mm_loadu_ps(q + 8), 1);
+    *hi = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)), _mm_loadu_ps(q + 12),
+                               1);
+}
+#endif
+
 /* dst[t] = src[2t], t < n, of 32-bit elements (floats or int8/bf16 lanes), reading src[0 ..
- * 2n-2] only: a stride-2 strip's phase columns. At AVX2, 16 elements are loaded as two vectors
- * of 128-bit halves (0-3 | 8-11 and 4-7 | 12-15) so that one in-lane shuffle puts the eight
- * even ones in order; the compiler's cross-lane vpermd pair costs about 4 cycles per 8 on Zen 2
+ * 2n-2] only: stride-2 columns where one phase is wanted (im2col panels). At AVX2 halves16 and
+ * one in-lane shuffle: the compiler's cross-lane vpermd pair costs about 4 cycles per 8 on Zen 2
  * (perf record of a loop over ops.Conv2d: with the loads it waits on, a third of a 16 -> 24
- * stride-2 conv at 512^2). */
+ * stride-2 conv at 512^2, when the strips were filled this way). */
 static inline void evens32(void *restrict dst, const void *restrict src, int64_t n) {
     char *d = (char *)dst;
     const char *p = (const char *)src;
     int64_t t = 0;
 #if defined(__AVX2__) && !defined(__AVX512F__)
     for (; t + 8 < n; t += 8) {
-        const float *q = (const float *)(p + 8 * t);
-        const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)),
-                                               _mm_loadu_ps(q + 8), 1);
-        const __m256 hi = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)),
-                                               _mm_loadu_ps(q + 12), 1);
+        __m256 lo, hi;
+        halves16((const float *)(p + 8 * t), &lo, &hi);
         _mm256_storeu_ps((float *)(d + 4 * t), _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
     }
 #endif
@@ -162,11 +168,8 @@ static inline void deal_phases2(void *restrict d0, void *restrict d1, const void
     int64_t t = 0;
 #if defined(__AVX2__) && !defined(__AVX512F__)
     for (; t + 8 <= n; t += 8) { /* evens32's half-loaded vectors, shuffled twice */
-        const float *q = (const float *)(p + 8 * t);
-        const __m256 v0 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)),
-                                               _mm_loadu_ps(q + 8), 1);
-        const __m256 v1 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)),
-                                               _mm_loadu_ps(q + 12), 1);
+        __m256 v0, v1;
+        halves16((const float *)(p + 8 * t), &v0, &v1);
         _mm256_storeu_ps((float *)(el + 4 * t), _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
         _mm256_storeu_ps((float *)(oh + 4 * t), _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
     }
