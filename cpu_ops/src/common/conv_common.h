@@ -145,11 +145,12 @@ static inline void evens32(void *restrict dst, const void *restrict src, int64_t
     for (; t < n; t++) memcpy(d + 4 * t, p + 8 * t, 4);
 }
 
-/* The two column phases of a stride-2 strip row, in one pass over the source row (each element
- * dealt once instead of the row read once per phase with evens32; tools/compare_builds.py
- * --conv 16,24,512,2, three runs on Zen 2, 1 thread: 8.6-9.3 -> 8.4-8.5 ms): d[px][u] = row[2u + px - pad_w] where that lies
- * in [0, w), else the 32-bit pattern zero; u < wq. row: w 32-bit elements (floats, or int8/bf16
- * channel lanes). */
+/* The two column phases of a stride-2 strip row: d[px][u] = row[2u + px - pad_w] where that
+ * lies in [0, w), else the 32-bit pattern zero; u < wq. row: w 32-bit elements (floats, or
+ * int8/bf16 channel lanes). One pass over the row, each element dealt once, instead of the row
+ * read once per phase with evens32 (tools/compare_builds.py --conv 16,24,512,2, three runs on
+ * Zen 2, 1 thread: 8.6-9.3 -> 8.4-8.5 ms). Below AVX2 the plain loop is the compiler's
+ * deinterleave (vpermt2d at AVX-512, shufps at SSE2; not timed on those levels). */
 static inline void deal_phases2(void *restrict d0, void *restrict d1, const void *restrict row,
                                 int64_t w, int64_t pad_w, int64_t wq, uint32_t zero) {
     char *d[2] = {(char *)d0, (char *)d1};
