@@ -146,10 +146,10 @@ typedef struct {
     float alpha;
 } tile_out;
 
-/* Epilogue of one register row (NV vectors) into y: FUSED_ROW(ACT) with ACT an expression of t. */
+/* Epilogue of one register row (nv vectors) into y: FUSED_ROW(ACT) with ACT an expression of t. */
 #define FUSED_ROW(ACT)                                                                         \
     do {                                                                                       \
-        for (int v = 0; v < NV; v++) {                                                         \
+        for (int v = 0; v < nv; v++) {                                                         \
             v_t t = v_add(acc[i][v], bv);                                                      \
             if (o->res) t = v_add(t, v_load(o->res + i * o->ld + v * VL));                    \
             t = ACT;                                                                           \
@@ -157,11 +157,13 @@ typedef struct {
         }                                                                                      \
     } while (0)
 
-/* C[i*ldc + j] = sum_k A[k*mr + i] * B[row_k + j], i < mr, j < NR, the whole tile in registers;
+/* C[i*ldc + j] = sum_k A[k*mr + i] * B[row_k + j], i < mr, j < nv*VL (nv <= NV vectors: NR
+ * columns unless a short last panel asks fewer), the whole tile in registers;
  * row_k = off[k] (implicit GEMM: per-tap offsets into the padded input) or k*ldb when off is
  * NULL. With o, the sums go through the epilogue into y instead (no C tile round trip).
- * Instantiated per constant mr (block_kernel); GCC unswitches the off test out of the k loop. */
-static inline void micro_kernel(const int mr, int64_t kk, const float *restrict a,
+ * Instantiated per constant mr and nv (block_kernel, wino_gemm); GCC unswitches the off test
+ * out of the k loop. */
+static inline void micro_kernel(const int mr, const int nv, int64_t kk, const float *restrict a,
                                 const float *restrict b, const int32_t *restrict off,
                                 int64_t ldb, float *restrict c, int64_t ldc,
                                 const tile_out *o) {
@@ -169,24 +171,24 @@ static inline void micro_kernel(const int mr, int64_t kk, const float *restrict 
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) acc[i][v] = v_zero();
+        for (int v = 0; v < nv; v++) acc[i][v] = v_zero();
     for (int64_t k = 0; k < kk; k++, a += mr) {
         const float *bk = off ? b + off[k] : b + k * ldb;
         v_t bv[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) bv[v] = v_load(bk + v * VL);
+        for (int v = 0; v < nv; v++) bv[v] = v_load(bk + v * VL);
 #pragma GCC unroll 16
         for (int i = 0; i < mr; i++) {
             v_t av = v_set1(a[i]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) acc[i][v] = v_fma(av, bv[v], acc[i][v]);
+            for (int v = 0; v < nv; v++) acc[i][v] = v_fma(av, bv[v], acc[i][v]);
         }
     }
     if (!o) {
 #pragma GCC unroll 16
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
+            for (int v = 0; v < nv; v++) v_store(c + i * ldc + v * VL, acc[i][v]);
         return;
     }
     const v_t slope = v_set1(o->alpha);
@@ -209,7 +211,7 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
                                 int64_t ldb, float *restrict c, int64_t ldc, const tile_out *o) {
     switch (g->mr) {
 #define A2R_MR_CASE(m)                                                                     \
-    case m: micro_kernel(m, g->k, a, b, off, ldb, c, ldc, o); break;
+    case m: micro_kernel(m, NV, g->k, a, b, off, ldb, c, ldc, o); break;
 #if MR >= 8
         A2R_MR_CASE(8)
         A2R_MR_CASE(7)
@@ -221,7 +223,7 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
         A2R_MR_CASE(4)
         A2R_MR_CASE(3)
         A2R_MR_CASE(2)
-        default: micro_kernel(1, g->k, a, b, off, ldb, c, ldc, o); break;
+        default: micro_kernel(1, NV, g->k, a, b, off, ldb, c, ldc, o); break;
 #undef A2R_MR_CASE
     }
 }

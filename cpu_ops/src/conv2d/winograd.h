@@ -73,13 +73,38 @@ static void wino_pack(const a2r_conv2d_shape *s, const float *restrict w,
         }
 }
 
-/* V for tiles [t0, t0 + ntile) of image xi (C, h, w); columns [ntile, npan*NR) zeroed.
+/* Columns the GEMMs compute for a block of ntile tiles: whole NR panels, then a last one of 1, 2
+ * or NV vectors (the widths wino_gemm instantiates), the fewest that hold the rest rounded up to
+ * A2R_VEC_FLOATS (the output transform's step). Whole panels only would make a small map's few
+ * tiles pay for up to NR - 1 zero columns: 16 tiles at 16^2 took 48 at AVX-512, 3x the GEMM. */
+static inline int64_t wino_cols(int64_t ntile) {
+    const int64_t last = ntile - (ntile - 1) / NR * NR; /* 1..NR */
+    const int64_t need = ((last + A2R_VEC_FLOATS - 1) / A2R_VEC_FLOATS * A2R_VEC_FLOATS + VL - 1) /
+                         VL;
+    return ntile - last + (need <= 1 ? 1 : need <= 2 ? 2 : NV) * VL;
+}
+
+/* M (MR x cols) = U (MR x C) * V for one position, panel by panel; the last may be narrower. */
+static inline void wino_gemm(int64_t c, const float *restrict u, const float *restrict v,
+                             int64_t vb, float *restrict m, int64_t ldm, int64_t cols) {
+    for (int64_t j = 0; j < cols; j += NR) {
+        switch (A2R_MIN(NR, cols - j) / VL) {
+        case 1: micro_kernel(MR, 1, c, u, v + j, NULL, vb, m + j, ldm, NULL); break;
+#if NV > 2
+        case 2: micro_kernel(MR, 2, c, u, v + j, NULL, vb, m + j, ldm, NULL); break;
+#endif
+        default: micro_kernel(MR, NV, c, u, v + j, NULL, vb, m + j, ldm, NULL); break;
+        }
+    }
+}
+
+/* V for tiles [t0, t0 + ntile) of image xi (C, h, w); columns [ntile, cols) zeroed.
  * Tile k of a row segment reads patch columns p0[k], p1[k], p2[k], p3[k], p0[k+1], p1[k+1] of
  * each of its 6 rows (split into 4 phase arrays first), so the transform loop is unit stride in
  * k. Segments are transformed in order: each overwrites what the previous one's last vector
  * wrote past its end. eo: 6 rows x 4 phases x eb. */
 static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
-                       const float *restrict xi, int64_t t0, int64_t ntile, int64_t npan,
+                       const float *restrict xi, int64_t t0, int64_t ntile, int64_t cols,
                        float *restrict vt, float *restrict eo) {
     const int64_t c = s->c, vb = wg->vb, ps = c * vb, eb = wg->eb;
     for (int64_t ci = 0; ci < c; ci++) {
@@ -96,7 +121,7 @@ static void wino_input(const a2r_conv2d_shape *s, const wino_geometry *wg,
             t += len;
         }
         for (int p = 0; p < WINO_POS; p++)
-            v_zero_n(vt + p * ps + ci * vb + ntile, npan * NR - ntile);
+            v_zero_n(vt + p * ps + ci * vb + ntile, cols - ntile);
     }
 }
 
@@ -149,16 +174,13 @@ static void wino_conv(const a2r_conv2d_shape *s, const geometry *g, const float 
             const int64_t chunk = it % chunks, tb = (it / chunks) % tblocks;
             const int64_t ni = it / (chunks * tblocks);
             const int64_t t0 = tb * wg.nt, ntile = A2R_MIN(wg.nt, wg.tiles - t0);
-            const int64_t npan = (ntile + NR - 1) / NR;
+            const int64_t cols = wino_cols(ntile);
             const int64_t b0 = chunk * per_chunk, b1 = A2R_MIN(blocks, b0 + per_chunk);
-            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, npan, vt, eo);
+            wino_input(s, &wg, x + ni * s->c * s->h * s->w, t0, ntile, cols, vt, eo);
             for (int64_t ob = b0; ob < b1; ob++) {
-                for (int p = 0; p < WINO_POS; p++) {
-                    const float *wa = packed + (p * blocks + ob) * s->c * MR;
-                    for (int64_t pan = 0; pan < npan; pan++)
-                        micro_kernel(MR, s->c, wa, vt + p * s->c * wg.vb + pan * NR, NULL,
-                                     wg.vb, mt + p * MR * wg.nt + pan * NR, wg.nt, NULL);
-                }
+                for (int p = 0; p < WINO_POS; p++)
+                    wino_gemm(s->c, packed + (p * blocks + ob) * s->c * MR,
+                              vt + p * s->c * wg.vb, wg.vb, mt + p * MR * wg.nt, wg.nt, cols);
                 const int64_t o1 = A2R_MIN((ob + 1) * MR, s->o);
                 for (int64_t o = ob * MR; o < o1; o++) {
                     const int64_t plane = (ni * s->o + o) * g->p;
