@@ -358,15 +358,17 @@ def test_winograd_large_offset(native, rng, offset):
 def auto_takes_winograd(c, o, side):
     """conv2d/kernel.c use_winograd at the running ISA level, for a square map of ``side``."""
     wide = cpu.isa().startswith("avx512")
-    min_c, min_o, min_co, min_side = (16, 16, 768, 32) if wide else (3, 8, 24, 16)
-    return c >= min_c and o >= min_o and c * o >= min_co and side >= min_side
+    min_c, min_o, min_co, min_side, wide_co, wide_side = ((8, 8, 128, 64, 4096, 32) if wide
+                                                          else (3, 8, 24, 16, 24, 16))
+    return (c >= min_c and o >= min_o and c * o >= min_co
+            and side >= (wide_side if c * o >= wide_co else min_side))
 
 
 def test_winograd_vs_direct(native, rng):
     """Forced Winograd and forced direct agree at the benchmark scale; auto takes Winograd by the
     kernel's rule (channels and map side per ISA level) and the direct path otherwise
     (bit-identical to the forced path)."""
-    x, wt, b = make(rng, 1, 32, 64, 48, 32, 3)
+    x, wt, b = make(rng, 1, 32, 72, 64, 32, 3)
     conv = ops.Conv2d(wt, b, pad=1, activation="silu")  # one packing serves both paths
     got = {}
     for algo in ("winograd", "direct", "auto"):
@@ -377,7 +379,8 @@ def test_winograd_vs_direct(native, rng):
     np.testing.assert_array_equal(got["auto"], got["winograd"])
     for c, o, side in ((16, 16, 20), (16, 24, 20), (24, 24, 20), (24, 32, 20), (24, 48, 20),
                        (48, 16, 20), (8, 96, 20), (3, 16, 20), (1, 16, 20), (32, 4, 20),
-                       (32, 32, 12), (32, 32, 16), (32, 32, 32)):
+                       (32, 32, 12), (32, 32, 16), (32, 32, 32), (8, 8, 64), (8, 16, 64),
+                       (7, 32, 64), (32, 32, 64), (64, 64, 24), (64, 64, 32)):
         x, wt, b = make(rng, 1, c, side, side, o, 3)
         conv = ops.Conv2d(wt, b, pad=1)
         with conv_algo("direct"):

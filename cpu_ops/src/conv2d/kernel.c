@@ -518,33 +518,41 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
 #include "winograd.h"
 
 /* Winograd where it can run and was measured to pay: enough channels that the 36 GEMMs outweigh
- * the transforms, and maps of at least 4 tiles a side (a tile row shorter than a vector wastes
- * the rest). F(4,3) forced against forced direct, 1 / 2 threads, Zen 2 at AVX2 (`python -m pytest
- * -s -c benchmarks/pytest.ini benchmarks/bench_precision.py -k "winograd_rule and fp32"`):
- * 3 -> 16 at 256^2 1.07x / 1.13x, 8 -> 8 1.12x / 1.05x, 32 -> 8 1.18x / 1.13x, 16 -> 16 1.65x /
- * 1.69x, 24 -> 32 1.94x / 2.01x (128^2); but 1 -> 16 0.78x / 0.81x, 4 -> 4 0.83x / 0.76x,
- * 32 -> 3 1.04x / 1.01x (an MR block mostly padding, or one input channel); 32 -> 32 at 8^2
- * 0.68x / 0.61x, 12^2 0.96x / 0.72x, 16^2 1.25x / 0.95x, 64 -> 64 at 16^2 1.18x / 1.10x.
- * AVX-512 keeps the channel rule measured there with F(2,3) (C = O >= 32 1.2-1.8x; 16 -> 16
- * 0.91-0.99x; C*O >= 768 kept only the clear wins): F(4,3) has fewer products, but its wider
- * vectors also waste more of a short tile row, and it was not re-measured on AVX-512; nor was
- * its map side. */
+ * the transforms, and maps of enough tiles a side (a tile row shorter than a vector wastes the
+ * rest of it in every transform). F(4,3) forced against forced direct, 1 / 2 threads (`python -m
+ * pytest -s -c benchmarks/pytest.ini benchmarks/bench_precision.py -k "winograd_rule and fp32"`):
+ * - Zen 2, AVX2: 3 -> 16 at 256^2 1.07x / 1.13x, 8 -> 8 1.12x / 1.05x, 32 -> 8 1.18x / 1.13x,
+ *   16 -> 16 1.65x / 1.69x, 24 -> 32 1.94x / 2.01x (128^2); but 1 -> 16 0.78x / 0.81x, 4 -> 4
+ *   0.83x / 0.76x, 32 -> 3 1.04x / 1.01x (an MR block mostly padding, or one input channel);
+ *   32 -> 32 at 8^2 0.68x / 0.61x, 12^2 0.96x / 0.72x, 16^2 1.25x / 0.95x, 64 -> 64 at 16^2
+ *   1.18x / 1.10x.
+ * - Sapphire Rapids, AVX-512 (16-lane vectors: a tile row of a 16^2 map fills a quarter of
+ *   one): 8 -> 16 at 256^2 1.24x / 1.15x, 32 -> 8 1.19x / 1.15x, 16 -> 16 1.43x / 1.18x
+ *   (128^2); but 8 -> 8 0.89x / 0.85x, 3 -> 16 0.86x / 0.87x, 32 -> 3 0.75x / 0.74x. Maps:
+ *   32 -> 32 at 32^2 0.66x / 0.70x, 48^2 1.43x / 0.80x, 64^2 1.49x / 1.54x; 16 -> 16 at 64^2
+ *   0.99x / 1.03x; 64 -> 64 at 32^2 1.36x / 0.93x, 48^2 1.64x / 1.29x; 128 -> 128 at 16^2
+ *   0.88x / 0.58x, 32^2 1.79x / 1.36x. */
 #if defined(__AVX512F__)
-#define WINO_MIN_C 16
-#define WINO_MIN_O 16
-#define WINO_MIN_CO 768
-#define WINO_MIN_SIDE 32 /* not measured: where a tile row fills half a vector, as 16 at AVX2 */
+#define WINO_MIN_C 8
+#define WINO_MIN_O 8
+#define WINO_MIN_CO 128
+#define WINO_MIN_SIDE 64
+#define WINO_WIDE_CO 4096   /* from this many channel pairs ... */
+#define WINO_WIDE_SIDE 32   /* ... maps this small pay too */
 #else
 #define WINO_MIN_C 3
 #define WINO_MIN_O 8
 #define WINO_MIN_CO 24
 #define WINO_MIN_SIDE 16
+#define WINO_WIDE_CO 24
+#define WINO_WIDE_SIDE 16
 #endif
 static int use_winograd(const a2r_conv2d_shape *s, const geometry *g) {
     if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
+    const int64_t co = s->c * s->o, side = A2R_MIN(g->oh, g->ow);
     return a2r_conv2d_algo == A2R_CONV2D_WINOGRAD ||
-           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && s->c * s->o >= WINO_MIN_CO &&
-            g->oh >= WINO_MIN_SIDE && g->ow >= WINO_MIN_SIDE);
+           (s->c >= WINO_MIN_C && s->o >= WINO_MIN_O && co >= WINO_MIN_CO &&
+            side >= (co >= WINO_WIDE_CO ? WINO_WIDE_SIDE : WINO_MIN_SIDE));
 }
 
 /* Direct packing first; shapes Winograd can run also get U after it (either path can then be
