@@ -200,6 +200,31 @@ static inline void every_nth32(void *restrict dst, const void *restrict src, int
     for (int64_t t = 0; t < n; t++) memcpy(d + 4 * t, p + 4 * t * stride, 4);
 }
 
+/* The sw column phases of one strip row (the strip fills of conv2d and conv2d_lowp): phase px,
+ * at d + px*pstride elements, gets d[u] = row[u*sw + px - pad_w] where that lies in [0, w),
+ * else the 32-bit pattern zero, u < wq. row: w 32-bit elements (floats, or channel lanes).
+ * Stride 2 deals both phases in one pass (deal_phases2); other strides copy phase by phase. */
+static inline void deal_phases(void *restrict d, int64_t pstride, const void *restrict row,
+                               int64_t w, int64_t pad_w, int64_t wq, int64_t sw, uint32_t zero) {
+    char *dst = (char *)d;
+    const char *src = (const char *)row;
+    if (sw == 2) {
+        deal_phases2(dst, dst + 4 * pstride, row, w, pad_w, wq, zero);
+        return;
+    }
+    for (int64_t px = 0; px < sw; px++, dst += 4 * pstride) {
+        /* phase columns [a, e) fall inside the image */
+        const int64_t a = A2R_MIN(wq, first_valid(px - pad_w, sw));
+        const int64_t e = A2R_MAX(a, A2R_MIN(wq, first_valid(px - pad_w - w, sw)));
+        for (int64_t u = 0; u < a; u++) memcpy(dst + 4 * u, &zero, 4);
+        if (sw == 1)
+            memcpy(dst + 4 * a, src + 4 * (a - pad_w), (size_t)(4 * (e - a)));
+        else
+            every_nth32(dst + 4 * a, src + 4 * (a * sw + px - pad_w), e - a, sw);
+        for (int64_t u = e; u < wq; u++) memcpy(dst + 4 * u, &zero, 4);
+    }
+}
+
 /* How many rows ahead of the one being copied a strip fill prefetches: tried 2, 4 and 8 on
  * Zen 2 (a scratch loop over ops.Conv2d), alike within the noise; the fill's gain as a whole is
  * measured by tools/compare_builds.py (docs/architecture.md, the AVX2 level on Zen 2). */

@@ -465,27 +465,10 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
                 prefetch_row(s, xg, g->srows, r0, (ci * g->srows + r) * sh + py + PREFETCH_ROWS,
                              1, sizeof(float));
                 float *restrict d0 = st + (ci * sh + py) * sw * plane + r * wq;
-                if (sw == 2 && iy >= 0 && iy < h) {
-                    deal_phases2(d0, d0 + plane, xg + (ci * h + iy) * w, w, s->pad_w, wq, 0);
-                    continue;
-                }
-                for (int64_t px = 0; px < sw; px++) {
-                    float *restrict d = d0 + px * plane;
-                    if (iy < 0 || iy >= h) {
-                        v_zero_n(d, wq);
-                        continue;
-                    }
-                    /* phase columns [u0, u1) fall inside the image */
-                    const int64_t u0 = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
-                    const int64_t u1 = A2R_MAX(u0, A2R_MIN(wq, first_valid(px - s->pad_w - w, sw)));
-                    const float *src = xg + (ci * h + iy) * w + u0 * sw + px - s->pad_w;
-                    v_zero_n(d, u0);
-                    if (sw == 1)
-                        v_copy_n(d + u0, src, u1 - u0);
-                    else
-                        every_nth32(d + u0, src, u1 - u0, sw);
-                    v_zero_n(d + u1, wq - u1);
-                }
+                if (iy < 0 || iy >= h)
+                    for (int64_t px = 0; px < sw; px++) v_zero_n(d0 + px * plane, wq);
+                else
+                    deal_phases(d0, plane, xg + (ci * h + iy) * w, w, s->pad_w, wq, sw, 0);
             }
     v_zero_n(st + g->cg * sh * sw * plane, NR);
 }

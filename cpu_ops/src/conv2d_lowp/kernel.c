@@ -275,29 +275,20 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
                 const int64_t src = xg + c0 * hw + iy * s->w;
                 prefetch_row(s, (const char *)x.base + xg * elem, g->srows, r0,
                              (cl * g->srows + r) * sh + py + PREFETCH_ROWS, g->d, elem);
-                if (valid && sw > 1) source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
-                if (valid && sw == 2) {
-                    uint32_t *dst = strip + ((cl * sh + py) * sw * g->srows + r) * wq;
-                    deal_phases2(dst, dst + g->srows * wq, lanes, s->w, s->pad_w, wq, zl);
-                    continue;
-                }
-                for (int64_t px = 0; px < sw; px++) {
-                    uint32_t *dst = strip + (((cl * sh + py) * sw + px) * g->srows + r) * wq;
-                    /* columns col with 0 <= col*sw + px - pad_w < w */
-                    const int64_t a = A2R_MIN(wq, first_valid(px - s->pad_w, sw));
-                    const int64_t e =
-                        A2R_MAX(a, A2R_MIN(wq, first_valid(px - s->pad_w - s->w, sw)));
-                    if (!valid || e == a) {
-                        for (int64_t t = 0; t < wq; t++) dst[t] = zl;
-                        continue;
-                    }
-                    const int64_t ix0 = a * sw + px - s->pad_w;
+                uint32_t *dst = strip + ((cl * sh + py) * sw * g->srows + r) * wq;
+                if (!valid) {
+                    for (int64_t t = 0; t < sw * g->srows * wq; t += g->srows * wq)
+                        for (int64_t u = 0; u < wq; u++) dst[t + u] = zl;
+                } else if (sw > 1) {
+                    source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
+                    deal_phases(dst, g->srows * wq, lanes, s->w, s->pad_w, wq, sw, zl);
+                } else { /* D channel rows at stride hw: converted in place, between the pads */
+                    const int64_t a = A2R_MIN(wq, s->pad_w);
+                    const int64_t e = A2R_MAX(a, A2R_MIN(wq, s->w + s->pad_w));
                     for (int64_t t = 0; t < a; t++) dst[t] = zl;
+                    if (e > a)
+                        source_lanes(g, x, src + a - s->pad_w, hw, nrows, aq, dst + a, e - a);
                     for (int64_t t = e; t < wq; t++) dst[t] = zl;
-                    if (sw == 1) /* D channel rows at stride hw: converted in place */
-                        source_lanes(g, x, src + ix0, hw, nrows, aq, dst + a, e - a);
-                    else
-                        every_nth32(dst + a, lanes + ix0, e - a, sw);
                 }
             }
     }
