@@ -281,15 +281,26 @@ def tanh(x, out=None):
     return _elementwise(_kernels.tanh, x, out)
 
 
-def pixel_shuffle(x, r, out=None):
-    """torch PixelShuffle (ONNX DepthToSpace, CRD): (N, C*r*r, H, W) -> (N, C, H*r, W*r)."""
+def pixel_shuffle(x, r, out=None, offset=(0, 0)):
+    """torch PixelShuffle (ONNX DepthToSpace, CRD): (N, C*r*r, H, W) -> (N, C, H*r, W*r).
+    With offset=(top, left), or an out smaller than that: the window of that result from
+    (top, left), as large as out (default: to the end). The crop after a ConvTranspose's
+    sub-pixel form, made in the same pass."""
     x = _array(x, "x", np.float32, (4,), "(N, C, H, W)")
     r = _int(r, "r", 1)
+    top, left = _pair(offset, "offset", 0)
     n, c, h, w = x.shape
     if c % (r * r):
         raise ValueError(f"x's channel count must be a multiple of r*r = {r * r}, got {c}")
-    out = _out(out, (n, c // (r * r), h * r, w * r), np.float32, x)
-    _kernels.pixel_shuffle(x.reshape(-1), n, c // (r * r), h, w, r, out.reshape(-1))
+    if top >= h * r or left >= w * r:
+        raise ValueError(f"offset {(top, left)} must lie inside the shuffled {h * r}x{w * r}")
+    shape = (n, c // (r * r), h * r - top, w * r - left)
+    got = getattr(out, "shape", ())
+    if len(got) == 4 and got[:2] == shape[:2] and got[2] <= shape[2] and got[3] <= shape[3]:
+        shape = tuple(got)  # a smaller window
+    out = _out(out, shape, np.float32, x)
+    _kernels.pixel_shuffle(x.reshape(-1), n, c // (r * r), h, w, r, top, left, out.shape[2],
+                           out.shape[3], out.reshape(-1))
     return out
 
 

@@ -34,9 +34,10 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_scale,
                   float out_shift) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
-                           float *y) noexcept
+                           int64_t top, int64_t left, int64_t oh, int64_t ow, float *y) noexcept
     void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                              int64_t r, uint8_t *y) noexcept
+                              int64_t r, int64_t top, int64_t left, int64_t oh, int64_t ow,
+                              uint8_t *y) noexcept
     void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                     int64_t ky, const int64_t *iy, const float *wy, int64_t kx,
                     const int64_t *ix, const float *wx, float *rows, float *y) noexcept
@@ -178,15 +179,16 @@ PAD2D_MODES = {"constant": A2R_PAD_CONSTANT, "reflect": A2R_PAD_REFLECT, "edge":
 
 
 def pixel_shuffle(const float[::1] x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
-                  float[::1] y):
+                  int64_t top, int64_t left, int64_t oh, int64_t ow, float[::1] y):
     with nogil:
-        a2r_pixel_shuffle(&x[0], n, c, h, w, r, &y[0])
+        a2r_pixel_shuffle(&x[0], n, c, h, w, r, top, left, oh, ow, &y[0])
 
 
 def pixel_shuffle_u8(const uint8_t[::1] x, int64_t n, int64_t c, int64_t h, int64_t w,
-                     int64_t r, uint8_t[::1] y):
+                     int64_t r, int64_t top, int64_t left, int64_t oh, int64_t ow,
+                     uint8_t[::1] y):
     with nogil:
-        a2r_pixel_shuffle_u8(&x[0], n, c, h, w, r, &y[0])
+        a2r_pixel_shuffle_u8(&x[0], n, c, h, w, r, top, left, oh, ow, &y[0])
 
 
 def im2col(const float[::1] x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,

@@ -41,8 +41,15 @@ def test_u8_levels_move_as_floats_do(native, rng, r, hw):
     n, c = 1 + (h + w) % 2, 1 + (h * w + r) % 5
     x = rng.integers(0, 256, (n, c * r * r, h, w), dtype=np.uint8)
     y = np.empty((n, c, h * r, w * r), np.uint8)
-    _kernels.pixel_shuffle_u8(x.reshape(-1), n, c, h, w, r, y.reshape(-1))
+    _kernels.pixel_shuffle_u8(x.reshape(-1), n, c, h, w, r, 0, 0, h * r, w * r, y.reshape(-1))
     np.testing.assert_array_equal(y, ref.pixel_shuffle(x, r))
+    # a window, as a ConvTranspose crop takes one: partial groups at both ends
+    top, left = (h * r - 1) // 2, (w * r - 1) // 3
+    win = np.empty((n, c, h * r - top, max(1, w * r - left - 1)), np.uint8)
+    _kernels.pixel_shuffle_u8(x.reshape(-1), n, c, h, w, r, top, left, *win.shape[2:],
+                              win.reshape(-1))
+    np.testing.assert_array_equal(
+        win, ref.pixel_shuffle(x, r)[:, :, top:top + win.shape[2], left:left + win.shape[3]])
 
 
 @pytest.mark.parametrize("r", [1, 2, 3, 4])
@@ -97,6 +104,39 @@ def test_onnx_depth_to_space(rng):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = rng.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(ops.pixel_shuffle(x, r), sess.run(None, {"x": x})[0])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 4), st.integers(1, 23),
+       st.integers(1, 41), st.data(), st.sampled_from(cpu.available_isas()),
+       st.sampled_from([1, 2]))
+def test_window_hypothesis(n, c, r, h, w, data, level, threads):
+    """offset= and a smaller out take the window of the shuffled picture: partial groups of r
+    at either end (odd offsets, widths that end inside a group), one column or row included."""
+    x = np.random.default_rng(n * 1000 + h * 50 + w).standard_normal(
+        (n, c * r * r, h, w)).astype(np.float32)
+    top, left = data.draw(st.integers(0, h * r - 1)), data.draw(st.integers(0, w * r - 1))
+    oh = data.draw(st.integers(1, h * r - top))
+    ow = data.draw(st.integers(1, w * r - left))
+    out = np.full((n, c, oh, ow), np.nan, np.float32)
+    with cpu.using_isa(level), cpu.using_threads(threads):
+        assert ops.pixel_shuffle(x, r, out=out, offset=(top, left)) is out
+    np.testing.assert_array_equal(out, ref.pixel_shuffle(x, r)[:, :, top:top + oh,
+                                                                left:left + ow])
+    rest = ops.pixel_shuffle(x, r, offset=(top, left))  # no out: to the end
+    np.testing.assert_array_equal(rest, ref.pixel_shuffle(x, r)[:, :, top:, left:])
+
+
+def test_window_checked(rng):
+    x = rng.standard_normal((1, 8, 3, 5)).astype(np.float32)   # shuffled: (1, 2, 6, 10)
+    with pytest.raises(ValueError, match="offset"):
+        ops.pixel_shuffle(x, 2, offset=(6, 0))
+    with pytest.raises(ValueError, match="offset"):
+        ops.pixel_shuffle(x, 2, offset=(-1, 0))
+    with pytest.raises(ValueError, match="out"):   # taller than what is left below the offset
+        ops.pixel_shuffle(x, 2, out=np.empty((1, 2, 6, 4), np.float32), offset=(1, 1))
+    with pytest.raises(ValueError, match="out"):
+        ops.pixel_shuffle(x, 2, out=np.empty((1, 3, 2, 2), np.float32), offset=(1, 1))
 
 
 @settings(max_examples=60, deadline=None)

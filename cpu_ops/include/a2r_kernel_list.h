@@ -82,11 +82,13 @@
 
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \
-      (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, float *y),         \
-      (x, n, c, h, w, r, y))                                                                    \
+      (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t top,       \
+       int64_t left, int64_t oh, int64_t ow, float *y),                                         \
+      (x, n, c, h, w, r, top, left, oh, ow, y))                                                 \
     K(a, void, a2r_pixel_shuffle_u8,                                                            \
-      (const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, uint8_t *y),     \
-      (x, n, c, h, w, r, y))
+      (const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t top,     \
+       int64_t left, int64_t oh, int64_t ow, uint8_t *y),                                       \
+      (x, n, c, h, w, r, top, left, oh, ow, y))
 
 #define A2R_OPS_im2col(K, a)                                                                    \
     K(a, void, a2r_im2col,                                                                      \

@@ -107,13 +107,16 @@ void a2r_pad2d(const float *x, int64_t nc, int64_t h, int64_t w, int64_t top, in
 void a2r_crop_add(const float *x, int64_t nc, int64_t xh, int64_t xw, int64_t top, int64_t left,
                   const float *b, int64_t h, int64_t w, float *y);
 
-/* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w):
- *   y[b, k, i*r + p, j*r + q] = x[b, k*r*r + p*r + q, i, j]                    y (n, c, h*r, w*r) */
+/* pixel_shuffle (torch PixelShuffle = ONNX DepthToSpace CRD), x (n, c*r*r, h, w), the window
+ * from (top, left) of its result: with Y = top + oy, X = left + ox,
+ *   y[b, k, oy, ox] = x[b, k*r*r + (Y % r)*r + X % r, Y / r, X / r]              y (n, c, oh, ow)
+ * top + oh <= h*r, left + ow <= w*r; (0, 0, h*r, w*r) is the whole picture. */
 void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
-                       float *y);
+                       int64_t top, int64_t left, int64_t oh, int64_t ow, float *y);
 /* The same on bytes: the u8 levels an int8 convolution hands the next through a DepthToSpace. */
 void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w,
-                          int64_t r, uint8_t *y);
+                          int64_t r, int64_t top, int64_t left, int64_t oh, int64_t ow,
+                          uint8_t *y);
 
 /* im2col, Caffe layout, zero padding. x (c, h, w) -> out (c*kh*kw, oh*ow) with
  *   oh = (h + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for ow), both > 0,

@@ -6,7 +6,8 @@ Output rows (and columns) are taken in groups of stride consecutive positions al
 every phase of a group reads the same ceil(k / stride) input rows, each phase with its own
 taps; so one stride-1 convolution of x with stride^2 * C_out outputs (the flipped sub-kernels
 stacked, zeros for the taps a phase lacks, the bias in its epilogue) computes every phase, and
-depth-to-space (ops.pixel_shuffle) interleaves them; pads and output_padding become a crop.
+depth-to-space (ops.pixel_shuffle) interleaves them; pads and output_padding become a crop,
+made by the same pass (its window).
 No zero-stuffed input, no col2im, the FLOPs of the direct form. That is for kernels that are
 a multiple of the stride (k4 s2, k2 s2); other kernels (k3 s2) would get zero taps, so at fp32
 each phase runs as its own stride-1 convolution with its sub-kernel and is copied into its
@@ -204,9 +205,15 @@ def _crop_needed(ay, ax, geo, y_shape):
         (geo["s"][0] * ay["groups"], geo["s"][1] * ax["groups"]) != tuple(y_shape[2:])
 
 
+def _shuffle_crops(geo) -> bool:
+    """Whether ops.pixel_shuffle makes the crop in its own pass (equal strides); else a numpy
+    depth-to-space into a scratch buffer, then a copy of the window."""
+    return geo["s"][0] == geo["s"][1]
+
+
 def _stacked_scratch(x_shape, y_shape, geo):
     """[padded x] (when the conv's zero padding cannot make the window), [the conv output]
-    (unless it is y), [the shuffled result before its crop] (unless it is y)."""
+    (unless it is y), [the shuffled result before its crop] (only with unequal strides)."""
     (ay, ax), strided = _stacked_plan(x_shape, geo), geo["s"] != [1, 1]
     crop = _crop_needed(ay, ax, geo, y_shape)
     shapes = []
@@ -216,7 +223,7 @@ def _stacked_scratch(x_shape, y_shape, geo):
     if strided or crop:
         shapes.append((y_shape[0], y_shape[1] * geo["s"][0] * geo["s"][1], ay["groups"],
                        ax["groups"]))
-    if strided and crop:
+    if strided and crop and not _shuffle_crops(geo):
         shapes.append((y_shape[0], y_shape[1], geo["s"][0] * ay["groups"],
                        geo["s"][1] * ax["groups"]))
     return shapes
@@ -224,8 +231,8 @@ def _stacked_scratch(x_shape, y_shape, geo):
 
 def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01, precision=None):
     """Closure: y = activation(ConvTranspose(x)) as one stride-1 conv with sh*sw*C_out outputs
-    (ops.Conv2d, bias and activation in its epilogue), then depth-to-space
-    (ops.pixel_shuffle), then the crop. precision: ops.Conv2d's precision/act_range."""
+    (ops.Conv2d, bias and activation in its epilogue), then depth-to-space and the crop
+    (ops.pixel_shuffle's window: one pass). precision: ops.Conv2d's precision/act_range."""
     ay, ax = _stacked_plan(x.shape, geo)
     sh, sw = geo["s"]
     wst, bst = _stacked_weights(w, b, geo)
@@ -242,13 +249,15 @@ def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01, precis
         copy_in = (src, dst, part)
     strided, crop = (sh, sw) != (1, 1), _crop_needed(ay, ax, geo, y.shape)
     z = scratch.pop(0) if strided or crop else y
+    shuffle = None
+    if strided and _shuffle_crops(geo):   # depth-to-space and the crop in one pass, into y
+        shuffle = functools.partial(ops.pixel_shuffle, z, sh, out=y,
+                                    offset=(ay["crop"], ax["crop"]))
+        crop = False
     shuffled = (scratch.pop(0) if crop else y) if strided else z
     window = shuffled[:, :, ay["crop"]:ay["crop"] + y.shape[2],
                       ax["crop"]:ax["crop"] + y.shape[3]]
-    shuffle = None
-    if strided and sh == sw:
-        shuffle = functools.partial(ops.pixel_shuffle, z, sh, out=shuffled)
-    elif strided:   # depth-to-space with unequal strides: one numpy copy
+    if strided and shuffle is None:   # depth-to-space with unequal strides: one numpy copy
         nb, c = y.shape[:2]
         shuffle = functools.partial(
             np.copyto, shuffled.reshape(nb, c, ay["groups"], sh, ax["groups"], sw),

@@ -85,7 +85,7 @@ def _build_d2s(n, graph, shapes, view, scratch):
         xf, yf = x.reshape(-1), y.reshape(-1)
         # uint8: u8 levels between two int8 convolutions (executor._Plan._u8_links)
         shuffle = _kernels.pixel_shuffle_u8 if x.dtype == np.uint8 else _kernels.pixel_shuffle
-        return lambda: shuffle(xf, nb, c, h // r, w // r, r, yf)
+        return lambda: shuffle(xf, nb, c, h // r, w // r, r, 0, 0, h, w, yf)
     src = x.reshape(nb, r, r, c, h // r, w // r).transpose(0, 3, 4, 1, 5, 2)
     dst = y.reshape(nb, c, h // r, r, w // r, r)
     return lambda: np.copyto(dst, src)
