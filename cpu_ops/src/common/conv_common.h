@@ -145,6 +145,14 @@ static inline void evens32(void *restrict dst, const void *restrict src, int64_t
     for (; t < n; t++) memcpy(d + 4 * t, p + 8 * t, 4);
 }
 
+/* Phase px of a stride-sw strip row of wq columns: columns u in [*a, *e) read row[u*sw + px -
+ * pad_w], inside the w of the row; the others are padding. */
+static inline void phase_span(int64_t px, int64_t sw, int64_t pad_w, int64_t w, int64_t wq,
+                              int64_t *a, int64_t *e) {
+    *a = A2R_MIN(wq, first_valid(px - pad_w, sw));
+    *e = A2R_MAX(*a, A2R_MIN(wq, first_valid(px - pad_w - w, sw)));
+}
+
 /* The two column phases of a stride-2 strip row: d[px][u] = row[2u + px - pad_w] where that
  * lies in [0, w), else the 32-bit pattern zero; u < wq. row: w 32-bit elements (floats, or
  * int8/bf16 channel lanes). One pass over the row, each element dealt once, instead of the row
@@ -157,8 +165,7 @@ static inline void deal_phases2(void *restrict d0, void *restrict d1, const void
     const char *src = (const char *)row;
     int64_t a[2], e[2], c[2];
     for (int px = 0; px < 2; px++) { /* phase px: u in [a, e), first read at column c */
-        a[px] = A2R_MIN(wq, first_valid(px - pad_w, 2));
-        e[px] = A2R_MAX(a[px], A2R_MIN(wq, first_valid(px - pad_w - w, 2)));
+        phase_span(px, 2, pad_w, w, wq, &a[px], &e[px]);
         c[px] = a[px] * 2 + px - pad_w;
     }
     /* c[0] and c[1] are neighbours: deal from the lower one */
@@ -202,24 +209,24 @@ static inline void every_nth32(void *restrict dst, const void *restrict src, int
 
 /* The sw column phases of one strip row (the strip fills of conv2d and conv2d_lowp): phase px,
  * at d + px*pstride elements, gets d[u] = row[u*sw + px - pad_w] where that lies in [0, w),
- * else the 32-bit pattern zero, u < wq. row: w 32-bit elements (floats, or channel lanes).
- * Stride 2 deals both phases in one pass (deal_phases2); other strides copy phase by phase. */
+ * else the 32-bit pattern zero, u < wq. row: w 32-bit elements (floats, or channel lanes), or
+ * NULL for a padding row (every phase zero). Stride 2 deals both phases in one pass
+ * (deal_phases2); other strides copy phase by phase. */
 static inline void deal_phases(void *restrict d, int64_t pstride, const void *restrict row,
                                int64_t w, int64_t pad_w, int64_t wq, int64_t sw, uint32_t zero) {
     char *dst = (char *)d;
     const char *src = (const char *)row;
-    if (sw == 2) {
+    if (row && sw == 2) {
         deal_phases2(dst, dst + 4 * pstride, row, w, pad_w, wq, zero);
         return;
     }
     for (int64_t px = 0; px < sw; px++, dst += 4 * pstride) {
-        /* phase columns [a, e) fall inside the image */
-        const int64_t a = A2R_MIN(wq, first_valid(px - pad_w, sw));
-        const int64_t e = A2R_MAX(a, A2R_MIN(wq, first_valid(px - pad_w - w, sw)));
+        int64_t a = wq, e = wq; /* phase columns [a, e) fall inside the image */
+        if (row) phase_span(px, sw, pad_w, w, wq, &a, &e);
         for (int64_t u = 0; u < a; u++) memcpy(dst + 4 * u, &zero, 4);
-        if (sw == 1)
+        if (e > a && sw == 1)
             memcpy(dst + 4 * a, src + 4 * (a - pad_w), (size_t)(4 * (e - a)));
-        else
+        else if (e > a)
             every_nth32(dst + 4 * a, src + 4 * (a * sw + px - pad_w), e - a, sw);
         for (int64_t u = e; u < wq; u++) memcpy(dst + 4 * u, &zero, 4);
     }

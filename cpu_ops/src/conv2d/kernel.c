@@ -468,10 +468,8 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, const float
                 prefetch_row(s, xg, g->srows, r0, (ci * g->srows + r) * sh + py + PREFETCH_ROWS,
                              1, sizeof(float));
                 float *restrict d0 = st + (ci * sh + py) * sw * plane + r * wq;
-                if (iy < 0 || iy >= h)
-                    for (int64_t px = 0; px < sw; px++) v_zero_n(d0 + px * plane, wq);
-                else
-                    deal_phases(d0, plane, xg + (ci * h + iy) * w, w, s->pad_w, wq, sw, 0);
+                deal_phases(d0, plane, iy >= 0 && iy < h ? xg + (ci * h + iy) * w : NULL, w,
+                            s->pad_w, wq, sw, 0);
             }
     v_zero_n(st + g->cg * sh * sw * plane, NR);
 }

@@ -276,15 +276,13 @@ static void fill_strip(const a2r_conv2d_shape *s, const geometry *g, source x, i
                 prefetch_row(s, (const char *)x.base + xg * elem, g->srows, r0,
                              (cl * g->srows + r) * sh + py + PREFETCH_ROWS, g->d, elem);
                 uint32_t *dst = strip + ((cl * sh + py) * sw * g->srows + r) * wq;
-                if (!valid) {
-                    for (int64_t t = 0; t < sw * g->srows * wq; t += g->srows * wq)
-                        for (int64_t u = 0; u < wq; u++) dst[t + u] = zl;
-                } else if (sw > 1) {
-                    source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
-                    deal_phases(dst, g->srows * wq, lanes, s->w, s->pad_w, wq, sw, zl);
+                if (!valid || sw > 1) {
+                    if (valid) source_lanes(g, x, src, hw, nrows, aq, lanes, s->w);
+                    deal_phases(dst, g->srows * wq, valid ? lanes : NULL, s->w, s->pad_w, wq, sw,
+                                zl);
                 } else { /* D channel rows at stride hw: converted in place, between the pads */
-                    const int64_t a = A2R_MIN(wq, s->pad_w);
-                    const int64_t e = A2R_MAX(a, A2R_MIN(wq, s->w + s->pad_w));
+                    int64_t a, e;
+                    phase_span(0, 1, s->pad_w, s->w, wq, &a, &e);
                     for (int64_t t = 0; t < a; t++) dst[t] = zl;
                     if (e > a)
                         source_lanes(g, x, src + a - s->pad_w, hw, nrows, aq, dst + a, e - a);
