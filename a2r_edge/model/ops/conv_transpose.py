@@ -205,25 +205,25 @@ def _crop_needed(ay, ax, geo, y_shape):
         (geo["s"][0] * ay["groups"], geo["s"][1] * ax["groups"]) != tuple(y_shape[2:])
 
 
-def _shuffle_crops(geo) -> bool:
-    """Whether ops.pixel_shuffle makes the crop in its own pass (equal strides); else a numpy
-    depth-to-space into a scratch buffer, then a copy of the window."""
-    return geo["s"][0] == geo["s"][1]
+def _window_copy(ay, ax, geo, y_shape) -> bool:
+    """Whether the crop is a copy of its own. Not with equal strides: ops.pixel_shuffle writes
+    the window itself; with unequal strides (a numpy depth-to-space) or none, when cropped."""
+    s = geo["s"]
+    return _crop_needed(ay, ax, geo, y_shape) and (s[0] != s[1] or s == [1, 1])
 
 
 def _stacked_scratch(x_shape, y_shape, geo):
     """[padded x] (when the conv's zero padding cannot make the window), [the conv output]
-    (unless it is y), [the shuffled result before its crop] (only with unequal strides)."""
+    (unless it is y), [the depth-to-space result before its crop] (unequal strides, cropped)."""
     (ay, ax), strided = _stacked_plan(x_shape, geo), geo["s"] != [1, 1]
-    crop = _crop_needed(ay, ax, geo, y_shape)
     shapes = []
     if not _native_pad(ay, ax):
         shapes.append((x_shape[0], x_shape[1], ay["groups"] + ay["taps"] - 1,
                        ax["groups"] + ax["taps"] - 1))
-    if strided or crop:
+    if strided or _crop_needed(ay, ax, geo, y_shape):
         shapes.append((y_shape[0], y_shape[1] * geo["s"][0] * geo["s"][1], ay["groups"],
                        ax["groups"]))
-    if strided and crop and not _shuffle_crops(geo):
+    if strided and _window_copy(ay, ax, geo, y_shape):
         shapes.append((y_shape[0], y_shape[1], geo["s"][0] * ay["groups"],
                        geo["s"][1] * ax["groups"]))
     return shapes
@@ -247,17 +247,16 @@ def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01, precis
         dst = src[:, :, rows[0][0]:rows[0][0] + rows[0][2], rows[1][0]:rows[1][0] + rows[1][2]]
         part = x[:, :, rows[0][1]:rows[0][1] + rows[0][2], rows[1][1]:rows[1][1] + rows[1][2]]
         copy_in = (src, dst, part)
-    strided, crop = (sh, sw) != (1, 1), _crop_needed(ay, ax, geo, y.shape)
-    z = scratch.pop(0) if strided or crop else y
-    shuffle = None
-    if strided and _shuffle_crops(geo):   # depth-to-space and the crop in one pass, into y
-        shuffle = functools.partial(ops.pixel_shuffle, z, sh, out=y,
-                                    offset=(ay["crop"], ax["crop"]))
-        crop = False
-    shuffled = (scratch.pop(0) if crop else y) if strided else z
+    strided, copy = (sh, sw) != (1, 1), _window_copy(ay, ax, geo, y.shape)
+    z = scratch.pop(0) if strided or _crop_needed(ay, ax, geo, y.shape) else y
+    shuffled = (scratch.pop(0) if copy else y) if strided else z
     window = shuffled[:, :, ay["crop"]:ay["crop"] + y.shape[2],
                       ax["crop"]:ax["crop"] + y.shape[3]]
-    if strided and shuffle is None:   # depth-to-space with unequal strides: one numpy copy
+    shuffle = None
+    if strided and sh == sw:   # depth-to-space and the crop in one pass, into y
+        shuffle = functools.partial(ops.pixel_shuffle, z, sh, out=y,
+                                    offset=(ay["crop"], ax["crop"]))
+    elif strided:   # depth-to-space with unequal strides: one numpy copy
         nb, c = y.shape[:2]
         shuffle = functools.partial(
             np.copyto, shuffled.reshape(nb, c, ay["groups"], sh, ax["groups"], sw),
@@ -272,7 +271,7 @@ def _build_stacked(x, y, w, b, geo, scratch, activation=None, alpha=0.01, precis
         conv()
         if shuffle is not None:
             shuffle()
-        if crop:
+        if copy:
             np.copyto(y, window)
     return conv_transpose
 
