@@ -528,8 +528,8 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
 #define WINO_MIN_O 8
 #define WINO_MIN_CO 24
 #define WINO_MIN_SIDE 16
-#define WINO_WIDE_CO 24
-#define WINO_WIDE_SIDE 16
+#define WINO_WIDE_CO WINO_MIN_CO /* one map rule at these levels */
+#define WINO_WIDE_SIDE WINO_MIN_SIDE
 #endif
 static int use_winograd(const a2r_conv2d_shape *s, const geometry *g) {
     if (!wino_able(s) || a2r_conv2d_algo == A2R_CONV2D_DIRECT) return 0;
