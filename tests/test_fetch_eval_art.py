@@ -1,5 +1,6 @@
 """tools/fetch_eval_art.py without the network: the licence read from a package's copyright file,
-and the cached set loaded with alpha composited over white."""
+the per-file licences of the training photos (a copyright file's stanza, a README inside a Qt
+resource bundle), and the cached set loaded with alpha composited over white."""
 import importlib.util
 import json
 from pathlib import Path
@@ -62,3 +63,64 @@ def test_load_set_composites_alpha_over_white(fea, tmp_path):
 def test_missing_cache_says_what_to_run(fea):
     with pytest.raises(FileNotFoundError, match="fetch_eval_art.py"):
         fea.load_set("eval")
+
+
+@pytest.mark.parametrize("text, want", [
+    ("Public Domain", "public-domain"), ("public-domain", "public-domain"),
+    ("CC0-1.0", "CC0"), ("CC-BY-4.0", "CC-BY-4.0"), ("CC-BY 2.0", "CC-BY-2.0"),
+    ("CC BY", "CC-BY"), ("CC-BY-SA 4.0", None), ("CC-BY-NC-3.0", None), ("GPLv3", None),
+    ("", None)])
+def test_photo_licence_takes_only_what_allows_training_the_weights(fea, text, want):
+    assert fea.photo_licence(text) == want
+
+
+def test_file_stanza_is_the_last_paragraph_matching_the_source_path(fea):
+    text = ("Format: x\n\nFiles: *\nLicense: Expat\n\nFiles: 16.04/a.jpg\n  16.04/b*.jpg\n"
+            "Copyright: Someone,\n  2018\nLicense: CC-BY-4.0\n\nFiles: debian/*\n"
+            "License: GPL-2+\n")
+    assert fea.file_stanza(text, "16.04/a.jpg") == {
+        "files": "16.04/a.jpg\n16.04/b*.jpg", "copyright": "Someone,\n2018",
+        "license": "CC-BY-4.0"}
+    assert fea.file_stanza(text, "16.04/b2.jpg")["license"] == "CC-BY-4.0"
+    assert fea.file_stanza(text, "16.04/c.jpg")["license"] == "Expat"      # only `*` matches
+    assert fea.file_stanza(text, "debian/rules")["license"] == "GPL-2+"
+    assert fea.file_stanza("Files: x/*\nLicense: MIT\n", "y/a.jpg") is None
+
+
+def make_rcc(files: dict, compressed=()) -> bytes:
+    """A Qt resource bundle (format 1) of one folder "res" holding ``files`` ({name: bytes}),
+    those in ``compressed`` stored zlib-compressed."""
+    import struct
+    import zlib
+    names, name_at = b"", {}
+    for n in ["res", *files]:
+        name_at[n] = len(names)
+        names += struct.pack(">HI", len(n), 0) + n.encode("utf-16-be")
+    data, tree = b"", struct.pack(">IHII", 0, 2, 1, 1)               # the root: 1 child at 1
+    tree += struct.pack(">IHII", name_at["res"], 2, len(files), 2)    # res: children from 2
+    for n, blob in files.items():
+        stored = struct.pack(">I", len(blob)) + zlib.compress(blob) if n in compressed else blob
+        tree += struct.pack(">IHHHI", name_at[n], int(n in compressed), 0, 0, len(data))
+        data += struct.pack(">I", len(stored)) + stored
+    head = 20
+    return (b"qres" + struct.pack(">IIII", 1, head, head + len(tree),
+                                  head + len(tree) + len(data)) + tree + data + names)
+
+
+def test_readme_photos_reads_a_resource_bundle_and_keeps_the_allowed_licences(fea, tmp_path):
+    readme = ("Copyright: Drawn by someone\nLicense: CC-BY-SA 4.0\nFiles:\nmap.webp\n\n"
+              "Copyright: A. Photographer\nLicense: Public Domain\nSource: https://x/y.jpg\n"
+              "Files:\nlion.webp\nmissing.webp\n\nCopyright: B\nLicense: CC0-1.0\nFiles:\n"
+              "cow.webp\n")
+    files = {"README": readme.encode(), "map.webp": b"M" * 50, "lion.webp": b"L" * 300,
+             "cow.webp": b"C" * 7}
+    path = tmp_path / "b.rcc"
+    path.write_bytes(make_rcc(files, compressed={"README", "lion.webp"}))
+    entries = fea.rcc_entries(str(path))
+    assert entries == {f"/res/{n}": blob for n, blob in files.items()}
+    got = fea.readme_photos(entries)
+    assert [(p, para["license"], para.get("source")) for p, para in got] == [
+        ("/res/cow.webp", "CC0-1.0", None), ("/res/lion.webp", "Public Domain", "https://x/y.jpg")]
+    path.write_bytes(b"PK\x03\x04 not a bundle")
+    with pytest.raises(SystemExit, match="not a Qt resource bundle"):
+        fea.rcc_entries(str(path))

@@ -1,4 +1,5 @@
-"""Real drawn and painted character art from Debian packages: a2r_lite's drawings set.
+"""Real drawn and painted character art, and natural colour photos, from Debian packages: a2r_lite's
+drawings set and its extra training photos.
 
     python tools/fetch_eval_art.py                 # fetch into the cache, print the credits
     python tools/fetch_eval_art.py --list          # what is cached, with each picture's licence
@@ -12,20 +13,26 @@ copyright file states it, role). CACHE defaults to ~/.cache/a2r_edge/eval_art
 Roles: "eval" pictures are measured by tools/evaluate_a2r_lite.py (artefact measures of
 a2r_edge.quality.artefacts) and never trained on; "train" pictures carry a licence that allows
 training and redistributing the weights (public domain, CC0, CC BY, MIT/Expat, BSD) and are
-used by tools/train_a2r_lite.py --drawings; GPL art is evaluation only.
+used by tools/train_a2r_lite.py --drawings; GPL art is evaluation only. "photo" pictures are
+natural colour photos under such a licence, read per file (a copyright file's own stanza for
+the file, or the upstream README beside the file inside the package), for
+tools/train_a2r_lite.py --extra-photos 2; the credit keeps the author and source.
 
 load_set(role) -> [(name, bgr uint8, alpha uint8 or None, credit dict)]: pictures with alpha
 are composited over white (as a sprite is usually shown); alpha is returned so that the
 measures can ignore the transparent background.
 """
 import argparse
+import fnmatch
 import glob
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 
 import cv2
 import numpy as np
@@ -73,6 +80,113 @@ TRAIN = [
     (QUESTION, QUESTION_IMG + "bg uni.jpg", "question_bg_uni", "anime background"),
 ]
 TRAIN_LICENCES = ("Expat", "MIT", "BSD", "CC0", "CC-BY-3.0", "CC-BY-4.0", "public-domain")
+
+# Training photos. LOMIRI: wallpapers, each with its own stanza in the machine-readable copyright
+# file (the package's other picture, a colour gradient, is left out). GCOMPRIS: the educational
+# suite's photos of monuments and animals (Wikimedia Commons), packed in Qt resource bundles with
+# an upstream README per folder giving each file's author, source and licence; Debian's copyright
+# file for these names describes older pictures, so the README is what is read.
+LOMIRI = "lomiri-wallpapers-16.04"
+LOMIRI_SOURCE_DIR = "16.04/"   # where the copyright file's patterns place the pictures
+LOMIRI_PHOTOS = ["aitzgorri_by_Aitzol_Berasategi.jpg", "friends_by_Aitzol_Berasategi.jpg",
+                 "life_by_Aitzol_Berasategi.jpg", "picosdeeuropa_by_Aitzol_Berasategi.jpg",
+                 "Picture_0B_by_freespace.jpg", "Picture_1A_by_freespace.jpg",
+                 "seeding_by_Clements_Engelhardt.jpg", "sunset_by_Aitzol_Berasategi.jpg",
+                 "Wine_by_Jakkub_Mede.jpg"]
+GCOMPRIS = "gcompris-qt-data"
+GCOMPRIS_RCC = "usr/share/gcompris-qt/rcc/"
+GCOMPRIS_PHOTOS = ["explore_monuments", "explore_world_animals", "explore_farm_animals"]
+
+
+def photo_licence(text: str) -> str | None:
+    """A licence statement normalised to TRAIN_LICENCES' spelling when it allows training the
+    shipped weights (public domain, CC0, CC BY; not BY-SA, NC or ND), else None."""
+    key = re.sub(r"[\s_-]", "", text).upper()
+    if key.startswith("PUBLICDOMAIN"):
+        return "public-domain"
+    if key.startswith("CC0"):
+        return "CC0"
+    m = re.fullmatch(r"CCBY(\d\.\d)?", key)
+    return None if m is None else f"CC-BY-{m.group(1)}" if m.group(1) else "CC-BY"
+
+
+def paragraphs(text: str) -> list[dict]:
+    """The blank-line separated paragraphs of a copyright file or README of `Field: value`
+    lines, a field's continuation lines (indented, or bare lines after `Files:`) joined to it
+    with newlines."""
+    out = []
+    for block in re.split(r"\n\s*\n", text):
+        fields, key = {}, None
+        for line in block.splitlines():
+            m = re.match(r"([A-Za-z-]+):\s*(.*)$", line)
+            if m:
+                key = m.group(1).lower()
+                fields[key] = m.group(2).strip()
+            elif key and line.strip():
+                fields[key] += "\n" + line.strip()
+        if fields:
+            out.append(fields)
+    return out
+
+
+def file_stanza(text: str, source_path: str) -> dict | None:
+    """The paragraph of a machine-readable copyright file that governs ``source_path`` (the
+    file's path in the source tree): the last whose Files patterns match it, or None."""
+    hit = None
+    for para in paragraphs(text):
+        if any(fnmatch.fnmatchcase(source_path, p) for p in para.get("files", "").split()):
+            hit = para
+    return hit
+
+
+def rcc_entries(path: str) -> dict[str, bytes]:
+    """{path: bytes} of the files in a Qt resource bundle (.rcc, format 1-3: a tree of nodes
+    whose files are stored plain or zlib-compressed behind a 4-byte size)."""
+    with open(path, "rb") as fh:
+        b = fh.read()
+    if b[:4] != b"qres":
+        raise SystemExit(f"{path}: not a Qt resource bundle")
+    version, tree, data, names = struct.unpack(">IIII", b[4:20])
+    node = 14 if version == 1 else 22
+
+    def name(off):
+        n = struct.unpack(">H", b[names + off:names + off + 2])[0]
+        return b[names + off + 6:names + off + 6 + 2 * n].decode("utf-16-be")
+
+    out, todo = {}, [(0, "")]
+    while todo:
+        i, prefix = todo.pop()
+        o = tree + i * node
+        noff, flags = struct.unpack(">IH", b[o:o + 6])
+        here = f"{prefix}/{name(noff)}" if i else ""
+        if flags & 2:   # a folder: its children's count and first index
+            count, first = struct.unpack(">II", b[o + 6:o + 14])
+            todo += [(first + k, here) for k in range(count)]
+            continue
+        at = data + struct.unpack(">I", b[o + 10:o + 14])[0]
+        raw = b[at + 4:at + 4 + struct.unpack(">I", b[at:at + 4])[0]]
+        if flags & 4:
+            raise SystemExit(f"{path}: {here} is zstd-compressed; add a reader")
+        out[here] = zlib.decompress(raw[4:]) if flags & 1 else raw
+    return out
+
+
+def readme_photos(entries: dict[str, bytes]) -> list[tuple[str, dict]]:
+    """[(path, README paragraph)] of the .webp/.jpg/.png files of a resource bundle that a README
+    in their folder (or one above) gives a licence photo_licence accepts."""
+    found = []
+    for readme, text in entries.items():
+        if os.path.basename(readme) != "README":
+            continue
+        folder = os.path.dirname(readme)
+        for para in paragraphs(text.decode("utf-8", "replace")):
+            if photo_licence(para.get("license", "")) is None:
+                continue
+            for rel in para.get("files", "").split():
+                path = f"{folder}/{rel}"
+                if path in entries and rel.lower().endswith((".webp", ".jpg", ".png")):
+                    found.append((path, para))
+    return sorted(found, key=lambda item: item[0])
 
 
 def _run(cmd, cwd=None):
@@ -134,8 +248,50 @@ def fetch():
             credits.append({"name": name, "file": name + ext, "role": role, "kind": kind,
                             "package": pkg, "version": version_of(pkg), "path": "/" + rel,
                             "licence": lic, "copyright_file": "/usr/share/doc/" + pkg + "/copyright"})
+    credits += fetch_photos(pics)
     with open(os.path.join(CACHE, "credits.json"), "w") as fh:
         json.dump(credits, fh, indent=1)
+    return credits
+
+
+def fetch_photos(pics):
+    """Copy the "photo" role's pictures into ``pics``; their credits, each with the licence,
+    author and source its own stanza gives."""
+    credits, seen = [], set()
+
+    def keep(name, ext, blob, pkg, path, para, licence_file):
+        if name in seen:
+            raise SystemExit(f"two training photos named {name}")
+        seen.add(name)
+        with open(os.path.join(pics, name + ext), "wb") as fh:
+            fh.write(blob)
+        credits.append({"name": name, "file": name + ext, "role": "photo",
+                        "kind": "natural colour photo", "package": pkg,
+                        "version": version_of(pkg), "path": path,
+                        "licence": photo_licence(para["license"]),
+                        "author": para.get("copyright", ""), "source": para.get("source", ""),
+                        "copyright_file": licence_file})
+
+    root = unpacked(LOMIRI)
+    cfile = f"/usr/share/doc/{LOMIRI}/copyright"
+    with open(root + cfile, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    for fname in LOMIRI_PHOTOS:
+        para = file_stanza(text, LOMIRI_SOURCE_DIR + fname)
+        if para is None or photo_licence(para.get("license", "")) is None:
+            raise SystemExit(f"{fname}: {cfile} gives it no licence that allows training")
+        rel = "usr/share/backgrounds/" + fname
+        with open(os.path.join(root, rel), "rb") as fh:
+            keep("lomiri_" + os.path.splitext(fname)[0].lower(), ".jpg", fh.read(), LOMIRI,
+                 "/" + rel, para, cfile)
+    root = unpacked(GCOMPRIS)
+    for bundle in GCOMPRIS_PHOTOS:
+        rcc = GCOMPRIS_RCC + bundle + ".rcc"
+        entries = rcc_entries(os.path.join(root, rcc))
+        for path, para in readme_photos(entries):
+            stem, ext = os.path.splitext(os.path.basename(path))
+            keep(f"gcompris_{stem}", ext, entries[path], GCOMPRIS, f"/{rcc}:{path}", para,
+                 f"/{rcc}:{os.path.dirname(path)}/README")
     return credits
 
 

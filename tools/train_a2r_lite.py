@@ -71,11 +71,21 @@ EXTRA_PHOTOS = {
     "sklearn:flower.jpg": "CC BY 2.0, vultilion (Flickr), scikit-learn wheel",
     "matplotlib:grace_hopper.jpg": "public domain (U.S. Navy photo), matplotlib wheel",
 }
+ART_PHOTO_SIDE = 1024   # --extra-photos 2: the Debian photos' long side at most (INTER_AREA)
+
+
+def art_photos():
+    """{"art:NAME": credit line} of the natural colour photos of tools/fetch_eval_art.py (role
+    "photo": public domain, CC0 or CC BY, each file's own licence; its cache must be filled)."""
+    import fetch_eval_art
+    return {f"art:{c['name']}": f"{c['licence']}, {c['author']}, {c['source'] or c['path']}, "
+                                f"Debian {c['package']} {c['version']}"
+            for c in fetch_eval_art.credits_list() if c["role"] == "photo"}
 
 
 def data_note(photos):
     return ("Sample photos bundled in Python wheels (scikit-image 0.26 skimage.data unless "
-            "prefixed): " + "; ".join(f"{k}: {photos[k]}" for k in photos)
+            "prefixed; \"art:\" ones come from Debian packages by tools/fetch_eval_art.py): " + "; ".join(f"{k}: {photos[k]}" for k in photos)
             + ". Colour variants: channel permutations; gray photos tinted by fixed random gains."
             " Toons: recipes drawn from toonify.train_recipe or wide_recipe (runs[].family,"
             " runs[].recipes per picture).")
@@ -323,8 +333,18 @@ def fit_stats_map(smap, enc, pairs, ridge=STATS_RIDGE):
 
 def load_photo(name):
     """RGB uint8 (H, W, 3) from a wheel: skimage.data (never downloads these), or
-    "sklearn:FILE" / "matplotlib:FILE" for their bundled sample pictures."""
-    if name.startswith("sklearn:"):
+    "sklearn:FILE" / "matplotlib:FILE" for their bundled sample pictures, or "art:NAME" from
+    tools/fetch_eval_art.py's cache (scaled to ART_PHOTO_SIDE at most)."""
+    if name.startswith("art:"):
+        import fetch_eval_art
+        path = os.path.join(fetch_eval_art.CACHE, "pictures",
+                            {c["name"]: c["file"] for c in fetch_eval_art.credits_list()}[name[4:]])
+        img = cv2.imread(path, cv2.IMREAD_COLOR)[..., ::-1]
+        k = ART_PHOTO_SIDE / max(img.shape[:2])
+        if k < 1:
+            img = cv2.resize(img, (round(img.shape[1] * k), round(img.shape[0] * k)),
+                             interpolation=cv2.INTER_AREA)
+    elif name.startswith("sklearn:"):
         from sklearn.datasets import load_sample_image
         img = load_sample_image(name.split(":", 1)[1])
     elif name.startswith("matplotlib:"):
@@ -570,7 +590,8 @@ def main():
     ap.add_argument("--recipes", type=int, default=RECIPES_PER_IMAGE,
                     help="toonifier recipes per training picture")
     ap.add_argument("--extra-photos", type=int, default=0,
-                    help="1: also train on EXTRA_PHOTOS (needs scikit-learn and matplotlib)")
+                    help="1: also train on EXTRA_PHOTOS (needs scikit-learn and matplotlib); "
+                         "2: and on the photos of tools/fetch_eval_art.py (role 'photo')")
     ap.add_argument("--version", default="0.0.0-dev", help="the package's version")
     ap.add_argument("--family", choices=sorted(FAMILIES), default="base",
                     help="toonifier recipe family: toonify.train_recipe or toonify.wide_recipe")
@@ -633,7 +654,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     t0 = time.time()
-    photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}))
+    photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}),
+                  **(art_photos() if args.extra_photos >= 2 else {}))
     if args.data_cache and os.path.exists(args.data_cache):
         originals, drawings, draw_credits = load_sources(args.data_cache)
         missing = set(photos) - set(originals)
