@@ -654,8 +654,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     t0 = time.time()
-    photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}),
-                  **(art_photos() if args.extra_photos >= 2 else {}))
+    art = art_photos() if args.extra_photos >= 2 else {}
+    if args.extra_photos >= 2 and not art:
+        ap.error("--extra-photos 2: no photos in the cache (run tools/fetch_eval_art.py)")
+    photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}), **art)
     if args.data_cache and os.path.exists(args.data_cache):
         originals, drawings, draw_credits = load_sources(args.data_cache)
         missing = set(photos) - set(originals)
