@@ -99,8 +99,9 @@ GCOMPRIS_PHOTOS = ["explore_monuments", "explore_world_animals", "explore_farm_a
 
 
 def photo_licence(text: str) -> str | None:
-    """A licence statement normalised to TRAIN_LICENCES' spelling when it allows training the
-    shipped weights (public domain, CC0, CC BY; not BY-SA, NC or ND), else None."""
+    """A licence statement that allows training the shipped weights (public domain, CC0, CC BY;
+    not BY-SA, NC or ND) spelt as "public-domain", "CC0", "CC-BY" or "CC-BY-<version>"; else
+    None."""
     key = re.sub(r"[\s_-]", "", text).upper()
     if key.startswith("PUBLICDOMAIN"):
         return "public-domain"
