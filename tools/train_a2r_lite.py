@@ -6,8 +6,9 @@
 
 Pairs: toonify(photo, recipe) -> photo (tools/toonify.py), RECIPES_PER_IMAGE recipes drawn from
 a training family (--family: toonify.train_recipe or the wider wide_recipe) per picture, from
-the public-domain / CC0 photos bundled in the scikit-image wheel (with --extra-photos, also
-scikit-learn's and matplotlib's sample photos; nothing is downloaded), minus HELD_OUT (the
+the public-domain / CC0 photos bundled in the scikit-image wheel (with --extra-photos 1, also
+scikit-learn's and matplotlib's sample photos; nothing is downloaded; with --extra-photos 2,
+also the Debian photos tools/fetch_eval_art.py fetched beforehand), minus HELD_OUT (the
 evaluation's) and VALIDATION (enhance tuning, model selection), which are never trained on.
 Stages (the package format, see tools/a2r_lite_pipeline.py for the exact inference semantics):
   encode  x (1, 3, H, W) in [-1, 1], H, W multiples of 4 -> F (1, 32, H/4, W/4)
@@ -85,7 +86,8 @@ def art_photos():
 
 def data_note(photos):
     return ("Sample photos bundled in Python wheels (scikit-image 0.26 skimage.data unless "
-            "prefixed; \"art:\" ones come from Debian packages by tools/fetch_eval_art.py): " + "; ".join(f"{k}: {photos[k]}" for k in photos)
+            "prefixed; \"art:\" ones come from Debian packages by tools/fetch_eval_art.py): "
+            + "; ".join(f"{k}: {photos[k]}" for k in photos)
             + ". Colour variants: channel permutations; gray photos tinted by fixed random gains."
             " Toons: recipes drawn from toonify.train_recipe or wide_recipe (runs[].family,"
             " runs[].recipes per picture).")
@@ -339,7 +341,10 @@ def load_photo(name):
         import fetch_eval_art
         path = os.path.join(fetch_eval_art.CACHE, "pictures",
                             {c["name"]: c["file"] for c in fetch_eval_art.credits_list()}[name[4:]])
-        img = cv2.imread(path, cv2.IMREAD_COLOR)[..., ::-1]
+        img = cv2.imread(path, cv2.IMREAD_COLOR)
+        if img is None:
+            raise FileNotFoundError(f"{path} unreadable: run tools/fetch_eval_art.py again")
+        img = img[..., ::-1]
         k = ART_PHOTO_SIDE / max(img.shape[:2])
         if k < 1:
             img = cv2.resize(img, (round(img.shape[1] * k), round(img.shape[0] * k)),
