@@ -58,6 +58,10 @@ def test_load_set_composites_alpha_over_white(fea, tmp_path):
     assert bgr[0, 0].tolist() == [255, 255, 255] and bgr[0, 9].tolist() == [0, 0, 200]
     (name, bgr, alpha, _), = fea.load_set("train")
     assert name == "t" and alpha is None and bgr[0, 0].tolist() == [7, 7, 7]
+    name, one, alpha, _ = fea.load_picture("s")   # one picture by name, read the same way
+    assert name == "s" and alpha is not None and one[0, 0].tolist() == [255, 255, 255]
+    with pytest.raises(FileNotFoundError, match="not in the cache"):
+        fea.load_picture("u")
 
 
 def test_missing_cache_says_what_to_run(fea):

@@ -307,22 +307,31 @@ def credits_list():
 def load_set(role="eval"):
     """[(name, bgr uint8 HxWx3, alpha uint8 HxW or None, credit)] of the cached role's pictures;
     alpha pictures composited over white."""
-    out = []
-    for c in credits_list():
-        if c["role"] != role:
-            continue
-        img = cv2.imread(os.path.join(CACHE, "pictures", c["file"]), cv2.IMREAD_UNCHANGED)
-        if img is None:
-            raise FileNotFoundError(f"{c['file']} unreadable: run tools/fetch_eval_art.py again")
-        alpha = None
-        if img.ndim == 2:
-            img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
-        elif img.shape[2] == 4:
-            alpha = img[..., 3].copy()
-            a = alpha[..., None].astype(np.float32) / 255.0
-            img = np.round(img[..., :3] * a + 255.0 * (1 - a)).astype(np.uint8)
-        out.append((c["name"], np.ascontiguousarray(img[..., :3]), alpha, c))
-    return out
+    return [read(c) for c in credits_list() if c["role"] == role]
+
+
+def load_picture(name):
+    """(name, bgr, alpha, credit) of one cached picture, as load_set gives it."""
+    found = [c for c in credits_list() if c["name"] == name]
+    if not found:
+        raise FileNotFoundError(f"{name} is not in the cache: run tools/fetch_eval_art.py")
+    return read(found[0])
+
+
+def read(credit):
+    """(name, bgr uint8 HxWx3, alpha uint8 HxW or None, credit) of the cached picture ``credit``
+    names, alpha composited over white."""
+    img = cv2.imread(os.path.join(CACHE, "pictures", credit["file"]), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise FileNotFoundError(f"{credit['file']} unreadable: run tools/fetch_eval_art.py again")
+    alpha = None
+    if img.ndim == 2:
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    elif img.shape[2] == 4:
+        alpha = img[..., 3].copy()
+        a = alpha[..., None].astype(np.float32) / 255.0
+        img = np.round(img[..., :3] * a + 255.0 * (1 - a)).astype(np.uint8)
+    return credit["name"], np.ascontiguousarray(img[..., :3]), alpha, credit
 
 
 def main():

@@ -339,12 +339,7 @@ def load_photo(name):
     tools/fetch_eval_art.py's cache (scaled to ART_PHOTO_SIDE at most)."""
     if name.startswith("art:"):
         import fetch_eval_art
-        path = os.path.join(fetch_eval_art.CACHE, "pictures",
-                            {c["name"]: c["file"] for c in fetch_eval_art.credits_list()}[name[4:]])
-        img = cv2.imread(path, cv2.IMREAD_COLOR)
-        if img is None:
-            raise FileNotFoundError(f"{path} unreadable: run tools/fetch_eval_art.py again")
-        img = img[..., ::-1]
+        img = fetch_eval_art.load_picture(name[4:])[1][..., ::-1]
         k = ART_PHOTO_SIDE / max(img.shape[:2])
         if k < 1:
             img = cv2.resize(img, (round(img.shape[1] * k), round(img.shape[0] * k)),
