@@ -515,7 +515,12 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
  *   (128^2); but 8 -> 8 0.89x / 0.85x, 3 -> 16 0.86x / 0.87x, 32 -> 3 0.75x / 0.74x. Maps:
  *   32 -> 32 at 32^2 0.66x / 0.70x, 48^2 1.43x / 0.80x, 64^2 1.49x / 1.54x; 16 -> 16 at 64^2
  *   0.99x / 1.03x; 64 -> 64 at 32^2 1.36x / 0.93x, 48^2 1.64x / 1.29x; 128 -> 128 at 16^2
- *   0.88x / 0.58x, 32^2 1.79x / 1.36x. */
+ *   0.88x / 0.58x, 32^2 1.79x / 1.36x.
+ * - Zen 4, AVX-512 (one run, the rule unchanged): it agrees but at its edges: 8 -> 16 at 256^2
+ *   0.85x / 1.26x (taken), 32 -> 32 at 48^2 1.42x / 0.99x and 8 -> 8 at 128^2 1.09x / 1.03x
+ *   (left direct); 32 -> 32 at 32^2 0.75x / 0.79x, 64^2 1.52x / 1.64x; 16 -> 16 at 64^2 1.10x /
+ *   1.40x; 64 -> 64 at 32^2 1.67x / 1.06x; 128 -> 128 at 16^2 0.95x / 0.66x, 32^2 2.07x /
+ *   1.36x. */
 #if defined(__AVX512F__)
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
