@@ -468,24 +468,32 @@ def hf_energy_loss(out, photo, weight=None):
 
 
 DRAW_SIGMA = 2.0    # px: the drawings' colour and tone are kept above this scale
-DRAW_SCALES = (1.0, 0.5)
+DRAW_SCALES = (1.0, 0.5)   # --draw-scales: 0.25 and 0.125 bring the sprites to icon size
 DRAW_MIN_ALPHA = 0.25   # a drawing crop must be at least this opaque (sprites on white)
 
 
-def load_drawings():
-    """[(rgb uint8, alpha float32 in [0, 1]), ...] at DRAW_SCALES, and the credits: the
-    licence-clean drawings of tools/fetch_eval_art.py (role "train"; its cache must be filled)."""
+def load_drawings(scales=DRAW_SCALES):
+    """[(rgb uint8, alpha float32 in [0, 1]), ...] at `scales`, and the credits: the
+    licence-clean drawings of tools/fetch_eval_art.py (role "train"; its cache must be filled).
+    A drawing scaled below the crop is centred on white (transparent), as a small sprite is
+    shown; a background scaled so is left out (a white frame is not part of it)."""
     import fetch_eval_art
     out, credits = [], []
     for name, bgr, alpha, credit in fetch_eval_art.load_set("train"):
         a = np.ones(bgr.shape[:2], np.float32) if alpha is None else alpha.astype(np.float32) / 255
-        for sc in DRAW_SCALES:
+        for sc in scales:
             h, w = bgr.shape[:2]
             size = (int(w * sc), int(h * sc))
             im = bgr if sc == 1.0 else cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
             aa = a if sc == 1.0 else cv2.resize(a, size, interpolation=cv2.INTER_AREA)
-            if min(im.shape[:2]) >= CROP:
-                out.append((np.ascontiguousarray(im[..., ::-1]), aa))
+            if min(im.shape[:2]) < CROP:
+                if alpha is None:
+                    continue
+                ph, pw = max(CROP - im.shape[0], 0), max(CROP - im.shape[1], 0)
+                pads = ((ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2))
+                im = np.pad(im, pads + ((0, 0),), constant_values=255)
+                aa = np.pad(aa, pads, constant_values=0)
+            out.append((np.ascontiguousarray(im[..., ::-1]), aa))
         credits.append(f"{name}: {credit['licence']}, {credit['package']} {credit['version']} "
                        f"{credit['path']}")
     return out, credits
@@ -608,6 +616,9 @@ def main():
     ap.add_argument("--drawings", type=float, default=0.0,
                     help="weight of the preservation loss on real drawings (licence-clean "
                          "ones: tools/fetch_eval_art.py's 'train' role): drawing_loss")
+    ap.add_argument("--draw-scales", type=lambda v: tuple(float(x) for x in v.split(",")),
+                    default=DRAW_SCALES, help="scales of the training drawings, comma-separated "
+                                              f"(default {','.join(map(str, DRAW_SCALES))})")
     ap.add_argument("--grid", type=float, default=0.0,
                     help="weight of the fixed-phase pattern penalty on the residual "
                          "(phase_pattern), toons and drawings")
@@ -665,7 +676,8 @@ def main():
             ap.error(f"--data-cache {args.data_cache} lacks {sorted(missing)}")
     else:
         originals = {name: load_photo(name) for name in photos}
-        drawings, draw_credits = load_drawings() if args.drawings > 0 else ([], [])
+        drawings, draw_credits = (load_drawings(args.draw_scales) if args.drawings > 0
+                                  else ([], []))
         if args.data_cache:
             save_sources(args.data_cache, originals, drawings, draw_credits)
     pairs = build_pairs(rng, photos, args.recipes, args.family, originals)
@@ -787,6 +799,8 @@ def main():
                    + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
                    + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
                    + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
+                   + (f"--draw-scales {','.join(f'{v:g}' for v in args.draw_scales)} "
+                      if args.drawings > 0 and args.draw_scales != DRAW_SCALES else "")
                    + (f"--grid {args.grid:g} " if args.grid > 0 else "")
                    + (f"--gate 1 --gate-bce {args.gate_bce:g} --freeze {args.freeze} " if gate
                       else "")
@@ -801,6 +815,8 @@ def main():
                              **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
                              "upsample": upsample, "keep_colour": int(keep_colour),
                              **({"drawings": args.drawings} if args.drawings > 0 else {}),
+                             **({"draw_scales": list(args.draw_scales)}
+                                if args.drawings > 0 and args.draw_scales != DRAW_SCALES else {}),
                              **({"grid": args.grid} if args.grid > 0 else {}),
                              **({"gate": 1, "gate_bce": args.gate_bce, "freeze": args.freeze}
                                 if gate else {}),
