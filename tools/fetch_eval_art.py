@@ -11,7 +11,9 @@ copyright file states it, role). CACHE defaults to ~/.cache/a2r_edge/eval_art
 (A2R_EVAL_ART overrides it).
 
 Roles: "eval" pictures are measured by tools/evaluate_a2r_lite.py (artefact measures of
-a2r_edge.quality.artefacts) and never trained on; "train" pictures carry a licence that allows
+a2r_edge.quality.artefacts) and never trained on; "check" pictures (other characters of the
+same packages) are measured the same way to choose a package's settings, so that the "eval"
+figures are not what is chosen on; "train" pictures carry a licence that allows
 training and redistributing the weights (public domain, CC0, CC BY, MIT/Expat, BSD) and are
 used by tools/train_a2r_lite.py --drawings; GPL art is evaluation only. "photo" pictures are
 natural colour photos under such a licence, read per file (a copyright file's own stanza for
@@ -66,6 +68,30 @@ EVAL = [
     (QUESTION, QUESTION_IMG + "sylvie green normal.png", "sylvie_green_normal", "anime sprite, alpha"),
     (QUESTION, QUESTION_IMG + "sylvie blue giggle.png", "sylvie_blue_giggle", "anime sprite, alpha"),
     (QUESTION, QUESTION_IMG + "bg meadow.jpg", "question_bg_meadow", "anime background"),
+]
+# Check drawings: other characters and pictures of the same packages, for choosing a
+# package's settings (tools/calibrate_gate.py) without looking at the "eval" pictures; never
+# trained on.
+CHECK = [
+    (WESNOTH, WESNOTH_IMG + "portraits/drakes/burner.png", "wes_drake_burner", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/dwarves/runemaster.png", "wes_dwarf_runemaster", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/elves/druid.png", "wes_elf_druid", "painted portrait, bright, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/goblins/impaler.png", "wes_goblin_impaler", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/bandit.png", "wes_bandit", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/humans/dark-adept+female.png", "wes_dark_adept_f", "painted portrait, dark, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/merfolk/enchantress.png", "wes_mer_enchantress", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/nagas/fighter.png", "wes_naga_fighter", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/saurians/augur.png", "wes_saurian_augur", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/trolls/troll-shaman.png", "wes_troll_shaman", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/undead/ghost.png", "wes_ghost", "painted portrait, dark, alpha"),
+    (WESNOTH, WESNOTH_IMG + "portraits/woses/wose.png", "wes_wose", "painted portrait, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/human-loyalists/bowman.png", "wes_sprite_bowman", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/human-magi/mage.png", "wes_sprite_mage", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/orcs/grunt.png", "wes_sprite_grunt", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "units/dwarves/fighter.png", "wes_sprite_dwarf", "72 px pixel sprite, full body, alpha"),
+    (WESNOTH, WESNOTH_IMG + "story/landscape-coast.jpg", "wes_landscape_coast", "landscape painting"),
+    (QUESTION, QUESTION_IMG + "sylvie blue surprised.png", "sylvie_blue_surprised", "anime sprite, alpha"),
+    (QUESTION, QUESTION_IMG + "sylvie green smile.png", "sylvie_green_smile", "anime sprite, alpha"),
 ]
 # Training drawings: Expat (MIT) by the package's copyright file; other characters than the
 # evaluation's anime sprites (Eileen and Lucy of the Ren'Py demo).
@@ -238,7 +264,7 @@ def fetch():
     pics = os.path.join(CACHE, "pictures")
     os.makedirs(pics, exist_ok=True)
     credits = []
-    for role, items in (("eval", EVAL), ("train", TRAIN)):
+    for role, items in (("eval", EVAL), ("check", CHECK), ("train", TRAIN)):
         for pkg, rel, name, kind in items:
             root = unpacked(pkg)
             lic, cfile = licence_of(pkg, root)
