@@ -236,14 +236,14 @@ DRAWING_PANELS = (("sylvie_green_normal", 40, 120), ("sylvie_blue_giggle", 40, 4
 DRAWING_CROP = 256
 
 
-def drawings_eval(pkg, strengths=STRENGTHS):
-    """Artefact measures (a2r_edge.quality.artefacts) of the package on the drawings set
-    (tools/fetch_eval_art.py, role "eval"), at each strength: {strength: [(name, measures,
+def drawings_eval(pkg, strengths=STRENGTHS, role="eval"):
+    """Artefact measures (a2r_edge.quality.artefacts) of the package on a drawings set
+    (tools/fetch_eval_art.py's `role`), at each strength: {strength: [(name, measures,
     failures)]}, and the outputs at strength 1 for pictures."""
     from a2r_edge.quality import artefacts
     import fetch_eval_art
     res, outs = {s: [] for s in strengths}, {}
-    for name, bgr, alpha, _ in fetch_eval_art.load_set("eval"):
+    for name, bgr, alpha, _ in fetch_eval_art.load_set(role):
         for st in strengths:
             out = pkg.convert(bgr, strength=st)
             m = artefacts.measure(bgr, out, alpha)
