@@ -516,16 +516,17 @@ def sample_drawings(drawings, rng):
     return torch.from_numpy(np.stack(xs))
 
 
-def drawing_loss(out, x):
+def drawing_loss(out, x, lost=0.0):
     """Preservation on real drawings (no paired photo exists): L1 of the Gaussian(DRAW_SIGMA)
     low-pass of every channel (colour, tone, contrast kept) + the local high-frequency energy
     the output ADDS over the input's (halos, ghost lines, grids: energy the drawing does not
-    have); removing energy (smoothing ink, bands) is free."""
+    have) + `lost` x the energy it REMOVES (faded lines, flattened sprites; 0: free, which lets
+    one ungated network remove a toon's ink where a drawing looks alike)."""
     n, c, h, w = out.shape
     low = lambda t: gauss(t.reshape(n * c, 1, h, w), DRAW_SIGMA)  # noqa: E731
     keep = (low(out) - low(x)).abs().mean()
-    excess = Fn.relu(local_hf_rms(out) - local_hf_rms(x)).mean()
-    return keep + excess
+    diff = local_hf_rms(out) - local_hf_rms(x)
+    return keep + Fn.relu(diff).mean() + (lost * Fn.relu(-diff).mean() if lost else 0.0)
 
 
 GRID_PERIOD = 4      # px: the pixel shuffles' pattern repeats every 2 or 4 pixels
@@ -616,6 +617,9 @@ def main():
     ap.add_argument("--drawings", type=float, default=0.0,
                     help="weight of the preservation loss on real drawings (licence-clean "
                          "ones: tools/fetch_eval_art.py's 'train' role): drawing_loss")
+    ap.add_argument("--draw-lost", type=float, default=0.0,
+                    help="weight of the high-frequency energy the output removes from a drawing "
+                         "(drawing_loss; default 0: removing is free)")
     ap.add_argument("--draw-scales", type=lambda v: tuple(float(x) for x in v.split(",")),
                     default=DRAW_SCALES, help="scales of the training drawings, comma-separated "
                                               f"(default {','.join(map(str, DRAW_SCALES))})")
@@ -799,6 +803,7 @@ def main():
                    + (f"--ink-weight {args.ink_weight:g} " if args.ink_weight != 1.0 else "")
                    + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
                    + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
+                   + (f"--draw-lost {args.draw_lost:g} " if args.draw_lost else "")
                    + (f"--draw-scales {','.join(f'{v:g}' for v in args.draw_scales)} "
                       if args.drawings > 0 and args.draw_scales != DRAW_SCALES else "")
                    + (f"--grid {args.grid:g} " if args.grid > 0 else "")
@@ -815,6 +820,7 @@ def main():
                              **({"ink_weight": args.ink_weight} if args.ink_weight != 1.0 else {}),
                              "upsample": upsample, "keep_colour": int(keep_colour),
                              **({"drawings": args.drawings} if args.drawings > 0 else {}),
+                             **({"draw_lost": args.draw_lost} if args.draw_lost else {}),
                              **({"draw_scales": list(args.draw_scales)}
                                 if args.drawings > 0 and args.draw_scales != DRAW_SCALES else {}),
                              **({"grid": args.grid} if args.grid > 0 else {}),
@@ -829,7 +835,8 @@ def main():
                             + f" + {GRAD_W} x gradient L1 + {args.tex} x local HF-energy L1"
                             + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
                             + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
-                               "HF energy) on real drawings" if args.drawings > 0 else "")
+                               + (f"+ {args.draw_lost:g} x removed " if args.draw_lost else "")
+                               + "HF energy) on real drawings" if args.drawings > 0 else "")
                             + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
                                else "")
                             + (f" + {args.gate_bce:g} x gate cross-entropy (toons 1, drawings 0)"
@@ -892,7 +899,7 @@ def main():
                 torch.tensor(fixed_stats[1], device=dev).view(1, -1, 1, 1))
             dd, gd = dec(adain(fd, md, sd_), with_gate=True)
             outd = xd + dd
-            draw_l = drawing_loss(outd, xd)
+            draw_l = drawing_loss(outd, xd, args.draw_lost)
             if args.grid > 0:
                 draw_l = draw_l + args.grid * phase_pattern(outd - xd)
             if args.gate_bce > 0:   # the toons' gate towards 1, the drawings' towards 0
