@@ -1,6 +1,6 @@
 """The residual gate of tools/train_a2r_lite.py's decoder (--gate, issue 22): it scales the
 residual by a map in (0, 1), starts near the ungated decoder, closes to the identity, and its
-ONNX graph runs on the native executor as on onnxruntime."""
+ONNX graph runs on the native executor as on onnxruntime; and the drawing loss beside it."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -71,3 +71,14 @@ def test_gated_decoder_runs_natively_as_on_onnxruntime(train, tmp_path):
 def test_receptive_field_counts_the_longer_gate_branch(train):
     plain = train.receptive_field(train.conv_path())
     assert train.receptive_field(train.gate_path()) > plain == 87
+
+
+def test_drawing_loss_charges_removed_detail_only_when_asked(train):
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32))
+    smooth = train.gauss(x.reshape(6, 1, 32, 32), 1.5).reshape(x.shape)   # detail removed
+    assert train.drawing_loss(x, x, lost=1.0).item() == pytest.approx(0.0, abs=1e-6)
+    free, charged = (train.drawing_loss(smooth, x, lost=w).item() for w in (0.0, 1.0))
+    removed = torch.relu(train.local_hf_rms(x) - train.local_hf_rms(smooth)).mean().item()
+    assert removed > 0.05
+    assert charged - free == pytest.approx(removed, rel=1e-4)
