@@ -1,6 +1,7 @@
 """The residual gate of tools/train_a2r_lite.py's decoder (--gate, issue 22): it scales the
 residual by a map in (0, 1), starts near the ungated decoder, closes to the identity, and its
-ONNX graph runs on the native executor as on onnxruntime; and the drawing loss beside it."""
+ONNX graph runs on the native executor as on onnxruntime; and the drawing loss and data cache
+beside it."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -82,3 +83,13 @@ def test_drawing_loss_charges_removed_detail_only_when_asked(train):
     removed = torch.relu(train.local_hf_rms(x) - train.local_hf_rms(smooth)).mean().item()
     assert removed > 0.05
     assert charged - free == pytest.approx(removed, rel=1e-4)
+
+
+def test_data_cache_keeps_the_drawings_scales(train, tmp_path):
+    photo = np.zeros((8, 8, 3), np.uint8)
+    drawing = (np.full((4, 4, 3), 7, np.uint8), np.ones((4, 4), np.float32))
+    path = str(tmp_path / "sources.npz")
+    train.save_sources(path, {"p": photo}, [drawing], ["credit"], (1.0, 0.25))
+    originals, drawings, credits, scales = train.load_sources(path)
+    assert scales == (1.0, 0.25) and credits == ["credit"] and list(originals) == ["p"]
+    np.testing.assert_array_equal(drawings[0][0], drawing[0])

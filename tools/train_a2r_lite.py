@@ -543,12 +543,13 @@ def phase_pattern(d):
     return torch.sqrt((t - t.mean((2, 3), keepdim=True)).pow(2).mean() + 1e-10)
 
 
-def save_sources(path, originals, drawings, credits):
-    """The source pictures (training photos by name, drawings with alpha, their credits) in one
-    npz, so that a machine without the wheels or the Debian cache (a GPU box) builds the same
-    pairs: build_pairs draws the same recipes from the same seed."""
+def save_sources(path, originals, drawings, credits, scales=DRAW_SCALES):
+    """The source pictures (training photos by name, drawings with alpha at `scales`, their
+    credits) in one npz, so that a machine without the wheels or the Debian cache (a GPU box)
+    builds the same pairs: build_pairs draws the same recipes from the same seed."""
     arrays = {"credits": np.array(json.dumps(credits)),
-              "names": np.array(json.dumps(list(originals)))}
+              "names": np.array(json.dumps(list(originals))),
+              "draw_scales": np.array(scales, np.float64)}
     for i, img in enumerate(originals.values()):
         arrays[f"o{i}"] = img
     for i, (d, a) in enumerate(drawings):
@@ -557,12 +558,14 @@ def save_sources(path, originals, drawings, credits):
 
 
 def load_sources(path):
+    """save_sources' (originals, drawings, credits, the drawings' scales)."""
     z = np.load(path)
     names = json.loads(str(z["names"]))
     m = sum(1 for k in z.files if k[0] == "d" and k[1:].isdigit())
+    scales = tuple(z["draw_scales"].tolist()) if "draw_scales" in z.files else DRAW_SCALES
     return ({n: z[f"o{i}"] for i, n in enumerate(names)},
             [(z[f"d{i}"], z[f"a{i}"].astype(np.float32) / 255) for i in range(m)],
-            json.loads(str(z["credits"])))
+            json.loads(str(z["credits"])), scales)
 
 
 def export(enc, dec, out_dir):
@@ -674,16 +677,19 @@ def main():
         ap.error("--extra-photos 2: no photos in the cache (run tools/fetch_eval_art.py)")
     photos = dict(TRAIN_PHOTOS, **(EXTRA_PHOTOS if args.extra_photos else {}), **art)
     if args.data_cache and os.path.exists(args.data_cache):
-        originals, drawings, draw_credits = load_sources(args.data_cache)
+        originals, drawings, draw_credits, scales = load_sources(args.data_cache)
         missing = set(photos) - set(originals)
         if missing:
             ap.error(f"--data-cache {args.data_cache} lacks {sorted(missing)}")
+        if drawings and scales != args.draw_scales:
+            ap.error(f"--data-cache {args.data_cache} holds the drawings at scales {scales}, "
+                     f"not --draw-scales {args.draw_scales}: give another cache file")
     else:
         originals = {name: load_photo(name) for name in photos}
         drawings, draw_credits = (load_drawings(args.draw_scales) if args.drawings > 0
                                   else ([], []))
         if args.data_cache:
-            save_sources(args.data_cache, originals, drawings, draw_credits)
+            save_sources(args.data_cache, originals, drawings, draw_credits, args.draw_scales)
     pairs = build_pairs(rng, photos, args.recipes, args.family, originals)
     if args.drawings > 0 and not drawings:
         ap.error("--drawings: no drawings (run tools/fetch_eval_art.py, or a cache built "
