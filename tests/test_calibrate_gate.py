@@ -1,5 +1,6 @@
 """tools/calibrate_gate.py's package rewrite: the gate's logit bias shifted, the offset recorded
-and added up, every other file and weight unchanged, the manifest's digests valid."""
+and added up with the command that chose it, every other file and weight unchanged, the
+manifest's digests valid."""
 import importlib.util
 import json
 import shutil
@@ -44,12 +45,14 @@ def test_write_shifted_moves_only_the_gate_and_records_the_offset(cal, tmp_path)
     src = gated_copy(cal, tmp_path / "src", 2.25)
     once, twice = tmp_path / "once", tmp_path / "twice"
     cal.write_shifted(str(src), str(once), 1.5)
-    cal.write_shifted(str(once), str(twice), -0.5, detail=0.85)
+    cal.write_shifted(str(once), str(twice), -0.5, detail=0.85, command="how it was chosen")
     assert gate_bias(once, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(3.75)
     assert gate_bias(twice, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(3.25)
     for folder, offset in ((once, 1.5), (twice, 1.0)):
         man = json.loads((folder / "manifest.json").read_text())
         assert man["training"]["gate_offset"] == pytest.approx(offset)
+        assert man["training"].get("calibration") == (None if folder is once
+                                                      else "how it was chosen")
         cal.pipe.Package(str(folder))          # raises on a digest that does not match
     enhance = [json.loads((f / "manifest.json").read_text())["stages"][-1] for f in (once, twice)]
     assert enhance[0]["detail"] != 0.85 and enhance[1]["detail"] == 0.85

@@ -2,6 +2,7 @@
 on pictures the evaluation does not use, and write the package with it.
 
     python tools/calibrate_gate.py --model build/G5 --out build/G5c [--offsets 0,0.5,1,1.5,2]
+    python tools/calibrate_gate.py --model build/G5/step* build/G5 --out build/G5c   # + checkpoint
 
 The gate g = sigmoid(logit) multiplies the decoder's residual; training sets its logit apart on
 the training crops (toons 1, drawings 0), and on pictures unlike those it lands in between.
@@ -15,7 +16,9 @@ a more open gate converts toons more (their gain grows with it up to the ungated
 so the gate is opened as far as the drawings allow. The held-out photos and the "eval"
 drawings are not looked at: tools/evaluate_a2r_lite.py measures the written package on them
 afterwards.
---detail D also sets the enhance stage's detail (the same for every offset).
+With several packages (a run's checkpoints), the one to calibrate is chosen first, at offset
+0, by the same measures: the most check drawings passing, then the highest validation gain.
+--detail D also sets the enhance stage's detail (the same for every candidate).
 """
 import argparse
 import json
@@ -34,9 +37,10 @@ import toonify as tf  # noqa: E402
 GATE_LOGIT_BIAS = "gate.2.bias"   # train_a2r_lite.Decoder.gate's last conv (the logit)
 
 
-def write_shifted(src, dst, offset, detail=None):
+def write_shifted(src, dst, offset, detail=None, command=None):
     """Copy package src to dst with the gate's logit shifted by `offset` (added to any offset
-    src already has); the manifest records the total as training["gate_offset"]."""
+    src already has); the manifest records the total as training["gate_offset"], and `command`
+    (how the offset was chosen) as training["calibration"]."""
     import onnx
     from onnx import numpy_helper
     os.makedirs(dst, exist_ok=True)
@@ -52,6 +56,8 @@ def write_shifted(src, dst, offset, detail=None):
     with open(os.path.join(src, "manifest.json")) as fh:
         training = json.load(fh)["training"]
     training = dict(training, gate_offset=round(training.get("gate_offset", 0.0) + offset, 6))
+    if command:
+        training["calibration"] = command
     pipe.write_manifest(dst, training=training,
                         enhance=None if detail is None else {"detail": detail})
 
@@ -66,9 +72,20 @@ def measure(folder, toons):
     return passing, len(rows), ev.toon_gains(pkg, toons, (1.0,))[1.0], fails
 
 
+def table(label, rows):
+    """Print the rows [(name, passing, n, gains, fails)] as a markdown table."""
+    print(f"\n| {label} | check drawings passing | validation `{ev.VALIDATION}`: gain dB "
+          "(training family / unseen) | failing |\n|---|---|---|---|")
+    for name, passing, n, gains, fails in rows:
+        print(f"| {name} | {passing} / {n} | " + " / ".join(f"{g:+.2f}" for g in gains.values())
+              + f" | {'; '.join(fails) or 'none'} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True, help="a gated package (train_a2r_lite.py --gate 1)")
+    ap.add_argument("--model", required=True, nargs="+",
+                    help="gated packages (train_a2r_lite.py --gate 1): one, or a run's "
+                         "checkpoints to choose from first")
     ap.add_argument("--out", required=True, help="where the package with the chosen offset goes")
     ap.add_argument("--offsets", default="0,0.5,1,1.5,2,2.5,3",
                     type=lambda v: [float(x) for x in v.split(",")])
@@ -78,20 +95,29 @@ def main():
     val = ev.load_bgr(ev.VALIDATION)
     toons = {fam: [(tf.toonify(val, r), val) for _, r in recipes]
              for fam, recipes in ev.recipe_sets().items()}
-    print(f"| offset | check drawings passing | validation `{ev.VALIDATION}`: gain dB "
-          "(training family / unseen) | failing |\n|---|---|---|---|")
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for b in args.offsets:
-            cand = os.path.join(tmp, f"offset{b:g}")
-            write_shifted(args.model, cand, b, args.detail)
-            passing, n, gains, fails = measure(cand, toons)
-            rows.append((passing, b))
-            print(f"| {b:+g} | {passing} / {n} | "
-                  + " / ".join(f"{g:+.2f}" for g in gains.values())
-                  + f" | {'; '.join(fails) or 'none'} |", flush=True)
-    passing, best = max(rows)
-    write_shifted(args.model, args.out, best, args.detail)
+        def rows(candidates):
+            out = []
+            for name, folder, b in candidates:
+                cand = os.path.join(tmp, str(len(out)))
+                write_shifted(folder, cand, b, args.detail)
+                out.append((name, *measure(cand, toons)))
+                shutil.rmtree(cand)
+            return out
+
+        model = args.model[0]
+        if len(args.model) > 1:
+            found = rows([(m, m, 0.0) for m in args.model])
+            table("package (offset 0)", found)
+            best = max(found, key=lambda r: (r[1], sum(r[3].values())))
+            model = best[0]
+            print(f"chosen: {model} (the most check drawings passing, then the highest "
+                  "validation gain)")
+        found = rows([(f"{b:+g}", model, b) for b in args.offsets])
+        table(f"offset ({model})", found)
+    passing, best = max((r[1], b) for r, b in zip(found, args.offsets))
+    write_shifted(model, args.out, best, args.detail,
+                  command="python tools/calibrate_gate.py " + " ".join(sys.argv[1:]))
     print(f"chosen: offset {best:+g} ({passing} check drawings passing); package written to "
           f"{args.out}")
 

@@ -434,7 +434,9 @@ def main():
             f"`{r['command']}`" if "command" in r else
             f"{r['steps']} steps of the 0.1.0 training script (a `--minutes` run: the step "
             "count is recorded, the schedule followed the clock)" for r in tr.get("runs", []))
-        + "; then `python tools/evaluate_a2r_lite.py --tune` (enhance stage).", "",
+        + "; the enhance stage: `python tools/evaluate_a2r_lite.py --tune` (a resumed run keeps "
+        "its package's)" + (f"; then `{tr['calibration']}` (the gate's offset, "
+                             f"{tr['gate_offset']:+g})" if "calibration" in tr else "") + ".", "",
         "Held-out photos (never trained on; the enhance stage is tuned on the validation photo "
         f"`{VALIDATION}`, see the end): " + ", ".join(HELD_OUT)
         + " (skimage.data, public domain / CC0). Produced by `python tools/evaluate_a2r_lite.py"
