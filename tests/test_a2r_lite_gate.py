@@ -93,3 +93,31 @@ def test_data_cache_keeps_the_drawings_scales(train, tmp_path):
     originals, drawings, credits, scales = train.load_sources(path)
     assert scales == (1.0, 0.25) and credits == ["credit"] and list(originals) == ["p"]
     np.testing.assert_array_equal(drawings[0][0], drawing[0])
+
+
+def test_whole_picture_gate_term_starts_at_zero_and_shifts_the_whole_map(train, tmp_path):
+    _, local = _decoders(train)
+    whole = train.Decoder(gate=2)
+    whole.load_state_dict({**local.state_dict(),
+                           **{f"gate_global.{k}": v
+                              for k, v in whole.gate_global.state_dict().items()}})
+    f = torch.randn(1, train.C3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(whole(f), local(f))      # the new term starts at 0
+        for p in list(whole.gate.parameters()) + list(whole.gate_global.parameters()):
+            torch.nn.init.normal_(p, std=0.05)   # logits away from float32 sigmoid's 0 and 1
+        local.gate.load_state_dict(whole.gate.state_dict())
+        shift = (torch.logit(whole(f, with_gate=True)[1].double())
+                 - torch.logit(local(f, with_gate=True)[1].double()))
+    assert shift.abs().min().item() > 1e-3                   # one vote for the whole picture
+    torch.testing.assert_close(shift, torch.full_like(shift, shift.mean().item()), atol=1e-3,
+                               rtol=0)
+    whole.eval()
+    path = str(tmp_path / "decoder.onnx")
+    torch.onnx.export(whole, (torch.zeros(1, train.C3, 8, 8),), path, input_names=["f"],
+                      output_names=["d"], opset_version=17, dynamo=False,
+                      dynamic_axes={"f": {2: "h4", 3: "w4"}, "d": {2: "h", 3: "w"}})
+    assert {n.op_type for n in onnx.load(path).graph.node} <= SUPPORTED
+    x = np.random.default_rng(0).standard_normal((1, train.C3, 9, 11)).astype(np.float32)
+    want = onnxruntime.InferenceSession(path).run(None, {"f": x})[0]
+    np.testing.assert_allclose(NativeExecutor(path).run(x), want, rtol=1e-3, atol=1e-3)

@@ -191,7 +191,9 @@ class Decoder(nn.Module):
     gate: the residual is multiplied by a map g in (0, 1) predicted from the decoder blocks'
     features (two 3x3 convs at 1/4 resolution, bilinear x4, sigmoid): the network's own
     drawing-or-toon signal, so that it can leave a drawing's lines alone (g -> 0) and still
-    convert a toon (g -> 1) without one set of filters doing both (issue 22)."""
+    convert a toon (g -> 1) without one set of filters doing both (issue 22). gate 2 adds to
+    the logit a 1x1 conv of the gate features' mean over the picture (starting at 0): a
+    whole-picture vote beside the 93 px local view."""
 
     def __init__(self, blocks=N_DEC_BLOCKS, d2=D2, d1=D1, upsample="shuffle", keep_colour=False,
                  gate=False):
@@ -205,11 +207,15 @@ class Decoder(nn.Module):
         self.keep = KeepLowColour() if keep_colour else None
         nn.init.zeros_(self.out.weight)   # start as the identity y = x
         nn.init.zeros_(self.out.bias)
-        self.gate = None
+        self.gate = self.gate_global = None
         if gate:
             self.gate = nn.Sequential(conv(C3, GATE_W), nn.LeakyReLU(LEAK), conv(GATE_W, 1))
             nn.init.zeros_(self.gate[2].weight)
             nn.init.constant_(self.gate[2].bias, GATE_INIT)
+        if gate == 2:
+            self.gate_global = nn.Conv2d(GATE_W, 1, 1)
+            nn.init.zeros_(self.gate_global.weight)
+            nn.init.zeros_(self.gate_global.bias)
 
     def up(self, conv_layer, h):
         if self.upsample == "shuffle":
@@ -225,7 +231,11 @@ class Decoder(nn.Module):
         d = d if self.keep is None else self.keep(d)
         g = None
         if self.gate is not None:
-            g = torch.sigmoid(Fn.interpolate(self.gate(b), scale_factor=4.0, mode="bilinear",
+            h = self.gate[1](self.gate[0](b))
+            logit = self.gate[2](h)
+            if self.gate_global is not None:
+                logit = logit + self.gate_global(h.mean((2, 3), keepdim=True))
+            g = torch.sigmoid(Fn.interpolate(logit, scale_factor=4.0, mode="bilinear",
                                              align_corners=False))
             d = d * g
         return (d, g) if with_gate else d
@@ -629,10 +639,11 @@ def main():
     ap.add_argument("--grid", type=float, default=0.0,
                     help="weight of the fixed-phase pattern penalty on the residual "
                          "(phase_pattern), toons and drawings")
-    ap.add_argument("--gate", type=int, default=None,
+    ap.add_argument("--gate", type=int, choices=(0, 1, 2), default=None,
                     help="1: the residual is multiplied by a gate map predicted from the picture "
-                         "(Decoder gate); a --resume run keeps the package's unless given "
-                         "(a gate added to a package starts at sigmoid(GATE_INIT))")
+                         "(Decoder gate); 2: with a whole-picture term; a --resume run keeps the "
+                         "package's unless given (a gate added to a package starts at "
+                         "sigmoid(GATE_INIT), its whole-picture term at 0)")
     ap.add_argument("--gate-bce", type=float, default=0.0,
                     help="weight of the gate's binary cross-entropy: 1 on the toons, 0 on the "
                          "drawings (needs --drawings)")
@@ -707,7 +718,7 @@ def main():
     upsample = args.upsample or old_upsample or "shuffle"
     keep_colour = bool(args.keep_colour if args.keep_colour is not None
                        else (prev or {}).get("keep_colour", 0))
-    gate = bool(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
+    gate = int(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
     if args.freeze and not gate:
         ap.error("--freeze 1 trains the gate only: give --gate 1")
     enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour, gate=gate)
@@ -731,11 +742,13 @@ def main():
                 sd = {k: v for k, v in sd.items() if not k.startswith("keep.")}
                 if dec.keep is not None:   # fixed weights: always the module's own
                     sd.update({f"keep.{k}": v for k, v in dec.keep.state_dict().items()})
-                if dec.gate is None:
-                    sd = {k: v for k, v in sd.items() if not k.startswith("gate.")}
-                else:   # a gate added now starts at its initial state
-                    for k, v in dec.gate.state_dict().items():
-                        sd.setdefault(f"gate.{k}", v)
+                for name in ("gate", "gate_global"):
+                    part = getattr(dec, name)
+                    if part is None:
+                        sd = {k: v for k, v in sd.items() if not k.startswith(name + ".")}
+                    else:   # a gate added now starts at its initial state
+                        for k, v in part.state_dict().items():
+                            sd.setdefault(f"{name}.{k}", v)
             mod.load_state_dict(sd, strict=True)
         prev_runs = prev.get("runs", [{"steps": prev["steps"], "minutes": prev["minutes"],
                                        "lr": LR}])
@@ -761,7 +774,8 @@ def main():
         with open(os.path.join(args.resume, "photo_stats.json")) as fh:
             js = json.load(fh)
         fixed_stats = (js["mean"], js["std"])
-    trained = (list(dec.gate.parameters()) if args.freeze else
+    trained = ([p for m in (dec.gate, dec.gate_global) if m is not None for p in m.parameters()]
+               if args.freeze else
                [p for p in list(enc.parameters()) + list(dec.parameters())
                 + (list(smap.parameters()) if smap is not None else []) if p.requires_grad])
     for p in list(enc.parameters()) + list(dec.parameters()) + (
@@ -813,7 +827,7 @@ def main():
                    + (f"--draw-scales {','.join(f'{v:g}' for v in args.draw_scales)} "
                       if args.drawings > 0 and args.draw_scales != DRAW_SCALES else "")
                    + (f"--grid {args.grid:g} " if args.grid > 0 else "")
-                   + (f"--gate 1 --gate-bce {args.gate_bce:g} --freeze {args.freeze} " if gate
+                   + (f"--gate {gate} --gate-bce {args.gate_bce:g} --freeze {args.freeze} " if gate
                       else "")
                    + (f"--device {args.device} " if args.device != "cpu" else "")
                    + f"--version {args.version}"
@@ -830,7 +844,7 @@ def main():
                              **({"draw_scales": list(args.draw_scales)}
                                 if args.drawings > 0 and args.draw_scales != DRAW_SCALES else {}),
                              **({"grid": args.grid} if args.grid > 0 else {}),
-                             **({"gate": 1, "gate_bce": args.gate_bce, "freeze": args.freeze}
+                             **({"gate": gate, "gate_bce": args.gate_bce, "freeze": args.freeze}
                                 if gate else {}),
                              "device": args.device, "command": command}]
         training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
@@ -848,7 +862,7 @@ def main():
                             + (f" + {args.gate_bce:g} x gate cross-entropy (toons 1, drawings 0)"
                                if args.gate_bce > 0 else ""),
                     "data": data_note(photos), "decoder": decoder, "upsample": upsample,
-                    "keep_colour": int(keep_colour), "gate": int(gate), "held_out": HELD_OUT,
+                    "keep_colour": int(keep_colour), "gate": gate, "held_out": HELD_OUT,
                     "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
                                        | set((prev or {}).get("drawings", []))),
                     "validation": VALIDATION, "gflops_512": round(gflops, 3), "params": params,
