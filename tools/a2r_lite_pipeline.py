@@ -21,12 +21,10 @@ import numpy as np
 
 # the source tree's a2r_edge (this tool runs as python tools/a2r_lite_pipeline.py)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from a2r_edge.model import package  # noqa: E402
+from a2r_edge.model import SUPPORTED, package  # noqa: E402
 from a2r_edge.model.reference import (  # noqa: E402,F401  (re-exported for the tools)
     MAP_RANGE, STYLE_COLOUR, PackageReference, colour_transfer, pad_to)
 
-EXECUTOR_OPS = {"Conv", "Relu", "LeakyRelu", "Sigmoid", "Mul", "Add", "Tanh", "Clip",
-                "InstanceNormalization", "DepthToSpace", "Resize", "Concat", "Constant"}
 MEAN = np.float32(0.5)
 STD = np.float32(0.5)
 # Enhance defaults until tools/evaluate_a2r_lite.py --tune measures better ones; detail 1 = no-op.
@@ -49,7 +47,7 @@ def check_ops(path):
     """Raise if the ONNX graph uses an op outside the native executor's set; return the ops."""
     import onnx
     ops = {n.op_type for n in onnx.load(path).graph.node}
-    bad = ops - EXECUTOR_OPS
+    bad = ops - SUPPORTED
     if bad:
         raise ValueError(f"{path}: ops outside the executor set: {sorted(bad)}")
     return ops
