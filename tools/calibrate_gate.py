@@ -1,8 +1,8 @@
-"""Choose the residual gate's offset of a gated a2r_lite package (train_a2r_lite.py --gate 1)
+"""Choose the residual gate's offset of a gated a2r_lite package (train_a2r_lite.py --gate)
 on pictures the evaluation does not use, and write the package with it.
 
-    python tools/calibrate_gate.py --model build/G5 --out build/G5c [--offsets 0,0.5,1,1.5,2]
-    python tools/calibrate_gate.py --model build/G5/step* build/G5 --out build/G5c   # + checkpoint
+    python tools/calibrate_gate.py --model build/G6 --out build/G6c [--offsets 0,0.5,1,1.5,2]
+    python tools/calibrate_gate.py --model build/G6/step* build/G6 --out build/G6c   # + checkpoint
 
 The gate g = sigmoid(logit) multiplies the decoder's residual; training sets its logit apart on
 the training crops (toons 1, drawings 0), and on pictures unlike those it lands in between.
@@ -63,7 +63,8 @@ def write_shifted(src, dst, offset, detail=None, command=None):
 
 
 def measure(folder, toons):
-    """(check drawings passing every measure, their count, {set: validation gain dB})."""
+    """(check drawings passing every measure, their count, {set: validation gain dB}, the
+    failures as "picture: measures" lines)."""
     pkg = pipe.Package(folder, threads=1)
     res, _ = ev.drawings_eval(pkg, (1.0,), role="check")
     rows = res[1.0]
@@ -84,7 +85,7 @@ def table(label, rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, nargs="+",
-                    help="gated packages (train_a2r_lite.py --gate 1): one, or a run's "
+                    help="gated packages (train_a2r_lite.py --gate): one, or a run's "
                          "checkpoints to choose from first")
     ap.add_argument("--out", required=True, help="where the package with the chosen offset goes")
     ap.add_argument("--offsets", default="0,0.5,1,1.5,2,2.5,3",
