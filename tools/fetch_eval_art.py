@@ -354,9 +354,9 @@ def read(credit):
     if img.ndim == 2:
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     elif img.shape[2] == 4:
+        from a2r_edge.picture.io import WHITE, flatten   # as the engine writes BGRA to .jpg
         alpha = img[..., 3].copy()
-        a = alpha[..., None].astype(np.float32) / 255.0
-        img = np.round(img[..., :3] * a + 255.0 * (1 - a)).astype(np.uint8)
+        img = flatten(img, WHITE)
     return credit["name"], np.ascontiguousarray(img[..., :3]), alpha, credit
 
 
