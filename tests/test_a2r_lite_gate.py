@@ -121,3 +121,17 @@ def test_whole_picture_gate_term_starts_at_zero_and_shifts_the_whole_map(train, 
     x = np.random.default_rng(0).standard_normal((1, train.C3, 9, 11)).astype(np.float32)
     want = onnxruntime.InferenceSession(path).run(None, {"f": x})[0]
     np.testing.assert_allclose(NativeExecutor(path).run(x), want, rtol=1e-3, atol=1e-3)
+
+
+def test_calibration_shifts_the_bias_of_the_gate_logit(train):
+    """tools/calibrate_gate.py names the logit's bias without importing torch: that name must
+    be the bias of the gate's last conv, in every gate kind."""
+    spec = importlib.util.spec_from_file_location("calibrate_gate",
+                                                  ROOT / "tools" / "calibrate_gate.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    for kind in (1, 2):
+        dec = train.Decoder(gate=kind)
+        assert (dec.state_dict()[cal.GATE_LOGIT_BIAS].data_ptr()
+                == dec.gate[-1].bias.data_ptr())          # the same tensor, not an equal one
+        assert dec.gate[-1].out_channels == 1

@@ -231,10 +231,10 @@ class Decoder(nn.Module):
         d = d if self.keep is None else self.keep(d)
         g = None
         if self.gate is not None:
-            h = self.gate[1](self.gate[0](b))
-            logit = self.gate[2](h)
+            feat = self.gate[1](self.gate[0](b))
+            logit = self.gate[2](feat)
             if self.gate_global is not None:
-                logit = logit + self.gate_global(h.mean((2, 3), keepdim=True))
+                logit = logit + self.gate_global(feat.mean((2, 3), keepdim=True))
             g = torch.sigmoid(Fn.interpolate(logit, scale_factor=4.0, mode="bilinear",
                                              align_corners=False))
             d = d * g
