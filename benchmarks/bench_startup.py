@@ -3,8 +3,7 @@ run) against a cold cache (the stages measured anew), and the fresh-process figu
 then Engine()), same run.
 
 The cached start reads the calibration file instead of timing the stages, so it costs only
-loading and planning the model; the target (the issue): under 0.3 s. Model: the bundled a2r_lite
-when installed, else the tiny random-weight package (tests/model_packages.py).
+loading and planning the model; the target (the issue): under 0.3 s. Model: the bundled a2r_lite.
 
     cd benchmarks && PYTHONPATH=.. python -m pytest -q -s bench_startup.py
 """
@@ -25,12 +24,8 @@ TARGET_S = 0.3
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    if (BUNDLED / "manifest.json").exists():
-        return str(BUNDLED)
-    sys.path.insert(0, str(ROOT / "tests"))
-    from model_packages import make_package
-    return str(make_package(tmp_path_factory.mktemp("startup") / "tiny"))
+def model():
+    return str(BUNDLED)
 
 
 def test_engine_start_cached_vs_cold(benchmark, model, monkeypatch, tmp_path):

@@ -5,8 +5,7 @@ The loop: frame -> numpy preprocess -> onnxruntime session per ONNX stage (same 
 AdaIN -> cv2.ximgproc guided filter -> numpy postprocess, one frame at a time. Each side runs
 in its own subprocess (peak RSS = VmHWM of /proc/self/status, nothing else measured there) on
 the same synthetic clip: 8 distinct frames in memory, cycled, so the clip itself costs 6 MiB,
-not 225. Model: the bundled a2r_lite when a2r_edge/models/a2r_lite/manifest.json exists, else a
-tiny random-weight package (tests/model_packages.py); the output says which.
+not 225. Model: the bundled a2r_lite.
 
     cd benchmarks && PYTHONPATH=.. python -m pytest -q -s bench_stream.py
 Targets (the issue): throughput >= 1.8x the loop's; peak RSS <= 0.7x the loop's.
@@ -15,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -78,24 +76,15 @@ def run_worker(kind, model):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def model_path():
-    if (BUNDLED / "manifest.json").exists():
-        return BUNDLED, "bundled a2r_lite"
-    sys.path.insert(0, str(ROOT / "tests"))
-    from model_packages import make_package
-    folder = Path(tempfile.mkdtemp(prefix="a2r_bench_stream_")) / "tiny"
-    return make_package(folder), "tiny random-weight package (a2r_lite not bundled yet)"
-
-
 def test_stream_vs_sequential_loop():
-    model, which = model_path()
+    model = BUNDLED
     # The scheduler's calibration runs once per machine and model and is cached: done here
     # first, so the peak RSS below is the stream's, not the one-time calibration's.
     run_worker("calibrate", model)
     ours, loop = run_worker("ours", model), run_worker("loop", model)
     fps_ours, fps_loop = FRAMES / ours["seconds"], FRAMES / loop["seconds"]
     speed, rss = fps_ours / fps_loop, ours["vmhwm_kib"] / loop["vmhwm_kib"]
-    print(f"\nbench_stream: model = {which}; {FRAMES} frames {SIDE}x{SIDE}, 2 threads")
+    print(f"\nbench_stream: model = bundled a2r_lite; {FRAMES} frames {SIDE}x{SIDE}, 2 threads")
     for name, v in ours["latency"].items():
         print(f"  ours {name:<12} median {v['median'] * 1e3:7.2f} ms  p95 {v['p95'] * 1e3:7.2f} ms")
     print(f"stream | {SIDE}^2 x{FRAMES} | 2thr | ours {fps_ours:7.1f} fps | loop {fps_loop:7.1f} "

@@ -5,8 +5,11 @@ import tempfile
 import numpy as np
 import pytest
 
-# Calibrations and profiles the tests cause go to a throw-away folder, never the user's cache.
-os.environ.setdefault("A2R_CACHE_DIR", tempfile.mkdtemp(prefix="a2r_test_cache_"))
+# Calibrations and profiles the tests cause go to a throw-away folder, never the user's cache;
+# it is removed when the test process exits (each xdist worker has its own).
+if "A2R_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.TemporaryDirectory(prefix="a2r_test_cache_")
+    os.environ["A2R_CACHE_DIR"] = _CACHE.name
 
 from a2r_edge.runtime import cpu
 

@@ -33,21 +33,9 @@ def sample(pid: int):
     return (int(fields["VmRSS"].split()[0]) / 1024, fds, int(fields["Threads"]))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=2000)
-    ap.add_argument("--size", default="320x240", help="WxH of the synthetic video")
-    ap.add_argument("--model", help="model package or ONNX file (default: bundled, else a tiny "
-                                    "random-weight test package)")
-    ap.add_argument("--max-growth-mb", type=float, default=5.0)
-    args = ap.parse_args()
+def soak(args, tmp: Path) -> int:
     w, h = map(int, args.size.lower().split("x"))
-    tmp = Path(tempfile.mkdtemp(prefix="a2r_soak_"))
     model = args.model
-    if model is None and not (ROOT / "a2r_edge/models/a2r_lite/manifest.json").exists():
-        sys.path.insert(0, str(ROOT / "tests"))
-        from model_packages import make_package
-        model = str(make_package(tmp / "tiny"))
     src, dst = tmp / "in.avi", tmp / "out.avi"
     writer = cv2.VideoWriter(str(src), cv2.VideoWriter_fourcc(*"MJPG"), 25, (w, h))
     rng = np.random.default_rng(0)
@@ -86,6 +74,17 @@ def main() -> int:
     print(f"RSS growth after warm-up: {grew:+.1f} MiB -> {'OK' if ok else 'FAIL'}")
     return 0 if ok else 1
 
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--size", default="320x240", help="WxH of the synthetic video")
+    ap.add_argument("--model", help="model package or ONNX file (default: the bundled a2r_lite)")
+    ap.add_argument("--max-growth-mb", type=float, default=5.0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="a2r_soak_") as tmp:
+        return soak(args, Path(tmp))
 
 if __name__ == "__main__":
     sys.exit(main())
