@@ -40,6 +40,7 @@ def scaled_copy(mixer, dst, factor):
         onnx.save(model, dst / name)
     stats = json.loads((dst / mixer.STATS).read_text())
     stats["mean"] = (np.asarray(stats["mean"]) * factor).tolist()
+    stats["content_map"]["weight"] = (np.asarray(stats["content_map"]["weight"]) * factor).tolist()
     (dst / mixer.STATS).write_text(json.dumps(stats))
     mixer.pipe.write_manifest(str(dst))
     return dst
@@ -59,6 +60,8 @@ def test_mix_is_the_weighted_mean_and_is_recorded(mixer, tmp_path):
     s_m = json.loads((out / mixer.STATS).read_text())
     np.testing.assert_allclose(s_m["mean"], np.asarray(s_a["mean"]) * 2.5, rtol=1e-6)
     np.testing.assert_allclose(s_m["std"], s_a["std"], rtol=1e-6)   # the same in both
+    np.testing.assert_allclose(s_m["content_map"]["weight"],
+                               np.asarray(s_a["content_map"]["weight"]) * 2.5, rtol=1e-6)
     mix = json.loads((out / "manifest.json").read_text())["training"]["mix"]
     assert [(m["package"], m["weight"]) for m in mix] == [(str(a), 0.25), (str(b), 0.75)]
     mixer.pipe.Package(str(out))       # raises on a digest that does not match
