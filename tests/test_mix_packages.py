@@ -62,7 +62,9 @@ def test_mix_is_the_weighted_mean_and_is_recorded(mixer, tmp_path):
     np.testing.assert_allclose(s_m["std"], s_a["std"], rtol=1e-6)   # the same in both
     np.testing.assert_allclose(s_m["content_map"]["weight"],
                                np.asarray(s_a["content_map"]["weight"]) * 2.5, rtol=1e-6)
-    mix = json.loads((out / "manifest.json").read_text())["training"]["mix"]
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["stages"] == json.loads((b / "manifest.json").read_text())["stages"]
+    mix = man["training"]["mix"]
     assert [(m["package"], m["weight"]) for m in mix] == [(str(a), 0.25), (str(b), 0.75)]
     mixer.pipe.Package(str(out))       # raises on a digest that does not match
 

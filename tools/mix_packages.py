@@ -78,14 +78,12 @@ def mix(sources, dst):
     for f in folders:
         with open(os.path.join(f, "manifest.json")) as fh:
             manifests.append(json.load(fh))
-    enhance = next(s for s in manifests[-1]["stages"] if s["kind"] == "guided_filter")
-    with open(os.path.join(dst, "manifest.json"), "w") as fh:
+    with open(os.path.join(dst, "manifest.json"), "w") as fh:   # write_manifest keeps its fields
         json.dump(manifests[-1], fh)
     training = dict(manifests[-1]["training"])
     training["mix"] = [{"package": f, "weight": round(w, 6), "command": m["training"].get("command")}
                        for f, w, m in zip(folders, weights, manifests)]
-    pipe.write_manifest(dst, training=training,
-                        enhance={k: enhance[k] for k in ("radius", "eps", "detail")})
+    pipe.write_manifest(dst, training=training)
 
 
 def main():

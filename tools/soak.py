@@ -75,7 +75,6 @@ def soak(args, tmp: Path) -> int:
     return 0 if ok else 1
 
 
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=2000)
@@ -85,6 +84,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="a2r_soak_") as tmp:
         return soak(args, Path(tmp))
+
 
 if __name__ == "__main__":
     sys.exit(main())
