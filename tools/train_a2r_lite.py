@@ -720,7 +720,7 @@ def main():
                        else (prev or {}).get("keep_colour", 0))
     gate = int(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
     if args.freeze and not gate:
-        ap.error("--freeze 1 trains the gate only: give --gate 1")
+        ap.error("--freeze 1 trains the gate only: give --gate 1 or 2")
     enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour, gate=gate)
     params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters())
                  if p.requires_grad)
