@@ -32,14 +32,26 @@ def test_licence_of_reads_both_copyright_styles(fea, tmp_path):
     copyright_file(tmp_path, "a", "Format: https://www.debian.org/doc/packaging-manuals/"
                    "copyright-format/1.0/\n\nFiles: *\nCopyright: 2004 Someone\n"
                    "License:   Expat\n\nFiles: fonts/*\nLicense: OFL\n")
-    assert fea.licence_of("a", str(tmp_path))[0] == "Expat"
+    assert fea.licence_of("a", str(tmp_path), "x.png")[0] == "Expat"
     copyright_file(tmp_path, "b", "License:\n  This program is free software; ... under the "
                    "terms of the GNU General Public License version 2\n  or at your option "
                    "any later version.\n")
-    assert fea.licence_of("b", str(tmp_path))[0] == "GPL-2+"
+    assert fea.licence_of("b", str(tmp_path), "x.png")[0] == "GPL-2+"
     copyright_file(tmp_path, "c", "All rights reserved.\n")
     with pytest.raises(SystemExit, match="no licence recognised"):
-        fea.licence_of("c", str(tmp_path))
+        fea.licence_of("c", str(tmp_path), "x.png")
+
+
+def test_licence_of_reads_the_stanza_of_the_file(fea, tmp_path):
+    """A package in SOURCE_ROOTS: the last stanza whose Files patterns match the file's path in
+    the source tree governs it (Naev: most portraits GPL-3+, a listed few GPL-3)."""
+    copyright_file(tmp_path, fea.NAEV, "Files: *\nLicense: GPL-3+\n\n"
+                   "Files: ./dat/gfx/portraits/a.png\n ./dat/gfx/portraits/b.png\n"
+                   "License: GPL-3\n")
+    root, lic = str(tmp_path), lambda rel: fea.licence_of(fea.NAEV, root, rel)[0]
+    assert lic(fea.NAEV_IMG + "b.png") == "GPL-3"
+    assert lic(fea.NAEV_IMG + "c.png") == "GPL-3+"
+    assert all(rel.startswith(fea.NAEV_IMG) for pkg, rel, *_ in fea.CHECK if pkg == fea.NAEV)
 
 
 def test_load_set_composites_alpha_over_white(fea, tmp_path):

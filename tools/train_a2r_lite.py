@@ -509,11 +509,17 @@ def load_drawings(scales=DRAW_SCALES):
     return out, credits
 
 
-def sample_drawings(drawings, rng):
-    """BATCH random crops of the drawings (flipped at random), mostly opaque ones."""
+def sample_drawings(drawings, rng, photos=None, photo_share=0.0):
+    """BATCH random crops of the drawings (flipped at random), mostly opaque ones; with
+    `photo_share` > 0 each crop is, with that probability, one of `photos` (RGB uint8,
+    untoonified: a picture already photographic, which the network must leave as it is)."""
     xs = []
     while len(xs) < BATCH:
-        img, a = drawings[rng.randint(len(drawings))]
+        if photo_share and rng.rand() < photo_share:
+            img = photos[rng.randint(len(photos))]
+            a = np.ones(img.shape[:2], np.float32)
+        else:
+            img, a = drawings[rng.randint(len(drawings))]
         h, w = img.shape[:2]
         for _ in range(10):
             i, j = rng.randint(0, h - CROP + 1), rng.randint(0, w - CROP + 1)
@@ -633,6 +639,9 @@ def main():
     ap.add_argument("--draw-lost", type=float, default=0.0,
                     help="weight of the high-frequency energy the output removes from a drawing "
                          "(drawing_loss; default 0: removing is free)")
+    ap.add_argument("--photos-kept", type=float, default=0.0,
+                    help="share of the preservation batch (--drawings) taken from the training "
+                         "photos untoonified: kept as they are, their gate towards 0 (default 0)")
     ap.add_argument("--draw-scales", type=lambda v: tuple(float(x) for x in v.split(",")),
                     default=DRAW_SCALES, help="scales of the training drawings, comma-separated "
                                               f"(default {','.join(map(str, DRAW_SCALES))})")
@@ -672,6 +681,8 @@ def main():
         decoder = []
     if len(decoder) != 3 or min(decoder) < 1:
         ap.error(f"--decoder must be three positive integers BLOCKS,D2,D1, got {args.decoder!r}")
+    if not 0.0 <= args.photos_kept < 1.0 or (args.photos_kept and not args.drawings > 0):
+        ap.error("--photos-kept must be in [0, 1) and needs --drawings (its batch)")
     if args.gate_bce > 0 and not args.drawings > 0:
         ap.error("--gate-bce needs --drawings (the gate's 0 class)")
     if args.minutes is None and args.steps is None:
@@ -705,6 +716,7 @@ def main():
     if args.drawings > 0 and not drawings:
         ap.error("--drawings: no drawings (run tools/fetch_eval_art.py, or a cache built "
                  "without --drawings)")
+    kept = [originals[name] for name in photos if min(originals[name].shape[:2]) >= CROP]
     areas = np.array([t.shape[0] * t.shape[1] for t, _ in pairs], np.float64)
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
@@ -824,6 +836,7 @@ def main():
                    + f"--upsample {upsample} --keep-colour {int(keep_colour)} "
                    + (f"--drawings {args.drawings:g} " if args.drawings > 0 else "")
                    + (f"--draw-lost {args.draw_lost:g} " if args.draw_lost else "")
+                   + (f"--photos-kept {args.photos_kept:g} " if args.photos_kept else "")
                    + (f"--draw-scales {','.join(f'{v:g}' for v in args.draw_scales)} "
                       if args.drawings > 0 and args.draw_scales != DRAW_SCALES else "")
                    + (f"--grid {args.grid:g} " if args.grid > 0 else "")
@@ -841,6 +854,7 @@ def main():
                              "upsample": upsample, "keep_colour": int(keep_colour),
                              **({"drawings": args.drawings} if args.drawings > 0 else {}),
                              **({"draw_lost": args.draw_lost} if args.draw_lost else {}),
+                             **({"photos_kept": args.photos_kept} if args.photos_kept else {}),
                              **({"draw_scales": list(args.draw_scales)}
                                 if args.drawings > 0 and args.draw_scales != DRAW_SCALES else {}),
                              **({"grid": args.grid} if args.grid > 0 else {}),
@@ -856,7 +870,9 @@ def main():
                             + (" + content-map MSE on [mean, ln std]" if args.stats_map else "")
                             + (f" + {args.drawings:g} x drawing preservation (low-pass L1 + added "
                                + (f"+ {args.draw_lost:g} x removed " if args.draw_lost else "")
-                               + "HF energy) on real drawings" if args.drawings > 0 else "")
+                               + "HF energy) on real drawings"
+                               + (f" ({args.photos_kept:g} of them untoonified photos)"
+                                  if args.photos_kept else "") if args.drawings > 0 else "")
                             + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
                                else "")
                             + (f" + {args.gate_bce:g} x gate cross-entropy (toons 1, drawings 0)"
@@ -912,7 +928,7 @@ def main():
             loss = loss + args.grid * phase_pattern(out - x)
         draw_l = torch.zeros((), device=dev)
         if args.drawings > 0:     # real drawings, as at inference (predicted statistics)
-            xd = sample_drawings(drawings, rng).to(dev)
+            xd = sample_drawings(drawings, rng, kept, args.photos_kept).to(dev)
             fd = enc(xd)
             md, sd_ = smap(*channel_stats(fd)) if smap is not None else (
                 torch.tensor(fixed_stats[0], device=dev).view(1, -1, 1, 1),
