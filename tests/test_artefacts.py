@@ -103,6 +103,19 @@ def test_new_edges_catch_a_ghost_line(pic):
     assert A.new_edges(pic, cv2.GaussianBlur(pic, (0, 0), 1.0)) <= A.LIMITS["new_edges"][1]
 
 
+def test_faded_strokes_catch_erased_strokes_and_not_a_mild_blur(pic):
+    """Reported, not a limit: the identity and a mild blur keep the strokes, removing the ink
+    outlines (painted over with the paint beside them) is caught, and it is no failure."""
+    assert A.faded_strokes(pic, pic.copy()) == 0
+    assert A.faded_strokes(pic, cv2.GaussianBlur(pic, (0, 0), 0.7)) <= 0.05
+    erased = pic.copy()
+    cv2.circle(erased, (80, 80), 42, (90, 140, 220), 4)
+    cv2.ellipse(erased, (160, 70), (30, 50), 15, 0, 360, (60, 160, 90), 4)
+    m = A.measure(pic, erased)
+    assert m["faded_strokes"] > 0.5 and "faded_strokes" not in A.failures(m)
+    assert set(A.REPORTED).isdisjoint(A.LIMITS)
+
+
 def test_alpha_ignores_the_empty_background(pic):
     alpha = np.zeros(pic.shape[:2], np.uint8)
     cv2.circle(alpha, (80, 80), 44, 255, -1)

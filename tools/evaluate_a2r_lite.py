@@ -255,11 +255,12 @@ def drawings_eval(pkg, strengths=STRENGTHS, role="eval"):
 
 def drawings_table(res, label=""):
     from a2r_edge.quality import artefacts
-    keys = list(artefacts.LIMITS)
+    keys = list(artefacts.LIMITS) + list(artefacts.REPORTED)
     lim = []
     for k in keys:
-        lo, hi = artefacts.LIMITS[k]
-        lim.append(f"{lo:g}..{hi:g}" if lo is not None else f"<= {hi:g}")
+        lo, hi = artefacts.LIMITS.get(k, (None, None))
+        lim.append(f"{lo:g}..{hi:g}" if lo is not None else f"<= {hi:g}" if hi is not None
+                   else "(reported)")
     lines = ["| picture | " + " | ".join(keys) + " | fails |",
              "|---|" + "---|" * (len(keys) + 1),
              "| *limit* | " + " | ".join(lim) + " | |"]

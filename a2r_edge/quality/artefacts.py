@@ -27,6 +27,14 @@ Measures (each a float; nan where it does not apply, which passes):
                    HALO_LEVELS gray levels (halos, dark fringes beside lines).
   new_edges        share of the output's edge pixels farther than 2 px from every input edge
                    (ghost lines, doubled rails).
+Reported, without a limit (REPORTED):
+  faded_strokes    share of the input's dark strokes (black-hat of the gray picture smoothed by
+                   STROKE_SIGMA px, STROKE_DISC px disc, at least STROKE_LEVELS deep) where the
+                   output's black-hat is less than half the input's: ink lines, eyes and brows
+                   faded or erased. No limit: removing a toon's ink is what the model is for,
+                   and on a drawing the same measure cannot tell an outline the conversion may
+                   remove from a feature it must keep; the tables show it so that a reader sees
+                   where strokes went.
 """
 from __future__ import annotations
 
@@ -47,6 +55,8 @@ LIMITS = {
     "halo": (None, 0.05),
     "new_edges": (None, 0.02),
 }
+# Measures reported beside LIMITS' (evaluation tables), never failures: see the docstring.
+REPORTED = ("faded_strokes",)
 MASK_GROW = 4          # px of background around an alpha picture's opaque pixels that count
 GRID_PERIODS = (2, 4)
 GRID_FLOOR = 0.25      # gray levels^2 added to both energies: a flat input (energy 0) must not
@@ -62,6 +72,10 @@ HALO_WINDOW = 7        # px: local range of the input; >= a mild blur's support,
 HALO_RING = (2.0, 4.0)  # px from a strong edge
 HALO_LEVELS = 2.0      # gray levels beyond the local range that count as overshoot
 NEW_EDGE_GAP = 2       # px
+STROKE_SIGMA = 1.5     # px: both pictures smoothed first, so that a mild blur of the output
+                       # counts little (Gaussian sigma 1: at most 15 % on the drawings set)
+STROKE_DISC = 9        # px: black-hat disc; dark strokes up to ~7 px wide
+STROKE_LEVELS = 12.0   # gray levels of the smoothed input's black-hat that make a stroke
 CHROMA_MIN = 4.0       # mean chroma below this: the input is nearly gray, chroma ratio is nan
 
 
@@ -205,13 +219,24 @@ def new_edges(inp: np.ndarray, out: np.ndarray, alpha=None) -> float:
     return float((eo & ~near).sum() / n) if n else 0.0
 
 
+def faded_strokes(inp: np.ndarray, out: np.ndarray, alpha=None) -> float:
+    """Share of the input's dark strokes whose depth (smoothed black-hat) the output halves."""
+    mask = _check(inp, out, alpha)
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (STROKE_DISC, STROKE_DISC))
+    bi, bo = (cv2.morphologyEx(cv2.GaussianBlur(_gray(x), (0, 0), STROKE_SIGMA), cv2.MORPH_BLACKHAT,
+                               disc, borderType=cv2.BORDER_REFLECT) for x in (inp, out))
+    strokes = mask & (bi >= STROKE_LEVELS)
+    return _mean((bo < 0.5 * bi).astype(np.float64), strokes)
+
+
 def measure(inp: np.ndarray, out: np.ndarray, alpha=None) -> dict:
-    """Every measure of this module, by LIMITS' names."""
+    """Every measure of this module, by LIMITS' and REPORTED's names."""
     g, gd = grid(inp, out, alpha)
     d_ab, chroma, std_l = colour(inp, out, alpha)
     return {"grid": g, "grid_dark": gd, "border": border(inp, out)[0], "d_ab": d_ab,
             "chroma": chroma, "std_l": std_l, "halo": halo(inp, out, alpha),
-            "new_edges": new_edges(inp, out, alpha)}
+            "new_edges": new_edges(inp, out, alpha),
+            "faded_strokes": faded_strokes(inp, out, alpha)}
 
 
 def failures(measures: dict) -> list[str]:
