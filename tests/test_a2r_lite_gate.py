@@ -85,6 +85,25 @@ def test_drawing_loss_charges_removed_detail_only_when_asked(train):
     assert charged - free == pytest.approx(removed, rel=1e-4)
 
 
+def test_photos_kept_share_of_the_preservation_batch(train):
+    """--photos-kept: about that share of the crops come from the photos; at 0 none, and the
+    random stream is the one before the option (a --steps replay draws the same crops)."""
+    c = train.CROP
+    drawings = [(np.zeros((c + 8, c + 8, 3), np.uint8), np.ones((c + 8, c + 8), np.float32))]
+    photos = [np.full((c + 8, c + 8, 3), 255, np.uint8)]
+
+    def share(rng, p):   # of photo crops (all 255, drawings all 0) over 40 batches
+        return float(np.mean([(train.sample_drawings(drawings, rng, photos, p).mean((1, 2, 3))
+                               > 0).numpy().mean() for _ in range(40)]))
+
+    assert share(np.random.RandomState(0), 0.0) == 0.0
+    assert 0.35 < share(np.random.RandomState(0), 0.5) < 0.65
+    a, b = np.random.RandomState(3), np.random.RandomState(3)
+    train.sample_drawings(drawings, a)
+    train.sample_drawings(drawings, b, photos, 0.0)
+    assert a.rand() == b.rand()
+
+
 def test_data_cache_keeps_the_drawings_scales(train, tmp_path):
     photo = np.zeros((8, 8, 3), np.uint8)
     drawing = (np.full((4, 4, 3), 7, np.uint8), np.ones((4, 4), np.float32))
