@@ -318,16 +318,18 @@ def drawings_pictures(outs, docs):
     print(f"docs/a2r_lite_drawings.png {shape[1]}x{shape[0]} {nbytes} bytes")
 
 
-def drawings_section(pkg, base, label, docs, toons=None):
-    res, outs = drawings_eval(pkg)
+def drawings_section(pkg, base, label, docs, toons=None, role="eval"):
+    res, outs = drawings_eval(pkg, role=role)
+    pictures = ("`python tools/fetch_eval_art.py` (Debian packages: wesnoth-1.16-data "
+                "portraits, sprites and a landscape, GPL-2+; renpy-thequestion sprites and a "
+                "background, Expat; never trained on)" if role == "eval" else
+                f"the `{role}` role of `python tools/fetch_eval_art.py` (credits in its cache)")
     lines = ["## (c) Real drawings: artefact measures (no reference photo)", "",
-             "Pictures: `python tools/fetch_eval_art.py` (Debian packages: wesnoth-1.16-data "
-             "portraits, sprites and a landscape, GPL-2+; renpy-thequestion sprites and a "
-             "background, Expat; never trained on). Measures: `a2r_edge.quality.artefacts` "
+             f"Pictures: {pictures}. Measures: `a2r_edge.quality.artefacts` "
              "(output against its input; (!) outside the limit). Strength 1:", ""]
     lines += drawings_table(res[1.0])
     if base is not None:
-        bres, _ = drawings_eval(base, (1.0,))
+        bres, _ = drawings_eval(base, (1.0,), role=role)
         lines += ["", f"`{label}` on the same pictures:", ""] + drawings_table(bres[1.0])
     gains = toon_gains(pkg, toons) if toons else None
     lines += ["", "Strength s (y = input + s (output - input); the package's default: "
@@ -354,12 +356,17 @@ def main():
     ap.add_argument("--drawings-only", action="store_true",
                     help="only the real drawings' artefact table and the strength choice "
                          "(printed, nothing written)")
+    ap.add_argument("--role", default="eval",
+                    help="with --drawings-only: the drawings set (tools/fetch_eval_art.py's "
+                         "roles: eval, check, train)")
     ap.add_argument("--detail", type=float, default=None,
                     help="with --drawings-only: the enhance stage's detail instead of the "
                          "package's (both tables; the package is not changed)")
     args = ap.parse_args()
     if args.detail is not None and not args.drawings_only:
         ap.error("--detail is a --drawings-only trial (--tune chooses the package's)")
+    if args.role != "eval" and not args.drawings_only:
+        ap.error("--role is a --drawings-only choice (the docs are written for the eval set)")
     if args.drawings_only:
         base = pipe.Package(args.baseline, threads=1) if args.baseline else None
         pkg = pipe.Package(args.model, threads=1)
@@ -367,7 +374,8 @@ def main():
             for st in pkg.stages:
                 if st["kind"] == "guided_filter":
                     st["detail"] = args.detail
-        print("\n".join(drawings_section(pkg, base, args.baseline_label, None, eval_toons())))
+        print("\n".join(drawings_section(pkg, base, args.baseline_label, None, eval_toons(),
+                                         args.role)))
         return
     os.makedirs(args.docs, exist_ok=True)
     sets = recipe_sets()
