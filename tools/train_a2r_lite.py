@@ -656,9 +656,11 @@ def main():
     ap.add_argument("--gate-bce", type=float, default=0.0,
                     help="weight of the gate's binary cross-entropy: 1 on the toons, 0 on the "
                          "drawings (needs --drawings)")
-    ap.add_argument("--freeze", type=int, default=0,
+    ap.add_argument("--freeze", type=int, choices=(0, 1, 2), default=0,
                     help="1: only the gate trains (encoder, decoder, content map frozen), so the "
-                         "resumed package's conversion is kept wherever the gate is 1")
+                         "resumed package's conversion is kept wherever the gate is 1; 2: only the "
+                         "decoder's upsampling head trains (u1, u2, out), so the gate map, "
+                         "computed before it, stays the resumed package's")
     ap.add_argument("--save-every", type=int, default=0,
                     help="also write a package every N steps to OUT/stepNNNNN (an early stop "
                          "still leaves candidates)")
@@ -732,7 +734,7 @@ def main():
                        else (prev or {}).get("keep_colour", 0))
     gate = int(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
     if args.freeze and not gate:
-        ap.error("--freeze 1 trains the gate only: give --gate 1 or 2")
+        ap.error("--freeze needs a gate: give --gate 1 or 2")
     enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour, gate=gate)
     params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters())
                  if p.requires_grad)
@@ -787,7 +789,9 @@ def main():
             js = json.load(fh)
         fixed_stats = (js["mean"], js["std"])
     trained = ([p for m in (dec.gate, dec.gate_global) if m is not None for p in m.parameters()]
-               if args.freeze else
+               if args.freeze == 1 else
+               [p for m in (dec.u1, dec.u2, dec.out) for p in m.parameters()]
+               if args.freeze == 2 else
                [p for p in list(enc.parameters()) + list(dec.parameters())
                 + (list(smap.parameters()) if smap is not None else []) if p.requires_grad])
     for p in list(enc.parameters()) + list(dec.parameters()) + (
