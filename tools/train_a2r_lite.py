@@ -719,6 +719,8 @@ def main():
         ap.error("--drawings: no drawings (run tools/fetch_eval_art.py, or a cache built "
                  "without --drawings)")
     kept = [originals[name] for name in photos if min(originals[name].shape[:2]) >= CROP]
+    if args.photos_kept and not kept:
+        ap.error(f"--photos-kept: no training photo is at least {CROP} px a side")
     areas = np.array([t.shape[0] * t.shape[1] for t, _ in pairs], np.float64)
     weights = np.sqrt(areas) / np.sqrt(areas).sum()   # big photos more often, not dominant
     print(f"{len(pairs)} training pairs built in {time.time() - t0:.1f} s", flush=True)
