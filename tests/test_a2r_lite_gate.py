@@ -2,6 +2,7 @@
 residual by a map in (0, 1), starts near the ungated decoder, closes to the identity, and its
 ONNX graph runs on the native executor as on onnxruntime; and the drawing loss and data cache
 beside it."""
+import copy
 import importlib.util
 import sys
 from pathlib import Path
@@ -102,6 +103,25 @@ def test_photos_kept_share_of_the_preservation_batch(train):
     train.sample_drawings(drawings, a)
     train.sample_drawings(drawings, b, photos, 0.0)
     assert a.rand() == b.rand()
+
+
+def test_start_gate_is_the_frozen_copys_map(train):
+    """--gate-keep's reference: the resumed network's gate map, unmoved by training the copy."""
+    torch.manual_seed(0)
+    enc, dec = train.Encoder(), train.Decoder(gate=2)
+    start = tuple(copy.deepcopy(m).eval().requires_grad_(False) for m in (enc, dec))
+    x = torch.randn(2, 3, 32, 32)
+    f = enc(x)
+    m, s = train.channel_stats(f)
+    g = dec(train.adain(f, m, s), with_gate=True)[1]
+    g0 = train.start_gate(start, x, m, s)
+    torch.testing.assert_close(g0, g.detach())
+    assert not g0.requires_grad
+    with torch.no_grad():
+        for p in dec.gate.parameters():
+            p.add_(0.5)
+    assert (dec(train.adain(f, m, s), with_gate=True)[1] - g0).abs().max() > 1e-3
+    torch.testing.assert_close(train.start_gate(start, x, m, s), g0)
 
 
 def test_data_cache_keeps_the_drawings_scales(train, tmp_path):

@@ -545,6 +545,14 @@ def drawing_loss(out, x, lost=0.0):
     return keep + Fn.relu(diff).mean() + (lost * Fn.relu(-diff).mean() if lost else 0.0)
 
 
+def start_gate(start, x, m, s):
+    """The gate map of the resumed network (`start`: frozen copies of its encoder and decoder)
+    on the crops x at the AdaIN statistics m, s: --gate-keep's reference."""
+    enc0, dec0 = start
+    with torch.no_grad():
+        return dec0(adain(enc0(x), m.detach(), s.detach()), with_gate=True)[1]
+
+
 GRID_PERIOD = 4      # px: the pixel shuffles' pattern repeats every 2 or 4 pixels
 
 
@@ -661,6 +669,10 @@ def main():
                          "resumed package's conversion is kept wherever the gate is 1; 2: only the "
                          "decoder's upsampling head trains (u1, u2, out), so the gate map, "
                          "computed before it, stays the resumed package's")
+    ap.add_argument("--gate-keep", type=float, default=0.0,
+                    help="weight of the mean |gate map - the resumed network's| on the toon and "
+                         "drawing crops, so that the network trains while where the gate opens "
+                         "stays near the resumed package's (needs --resume and a gate)")
     ap.add_argument("--save-every", type=int, default=0,
                     help="also write a package every N steps to OUT/stepNNNNN (an early stop "
                          "still leaves candidates)")
@@ -737,6 +749,8 @@ def main():
     gate = int(args.gate if args.gate is not None else (prev or {}).get("gate", 0))
     if args.freeze and not gate:
         ap.error("--freeze needs a gate: give --gate 1 or 2")
+    if args.gate_keep and not (gate and args.resume):
+        ap.error("--gate-keep needs --resume and a gate (--gate 1 or 2)")
     enc, dec = Encoder(), Decoder(*decoder, upsample=upsample, keep_colour=keep_colour, gate=gate)
     params = sum(p.numel() for p in list(enc.parameters()) + list(dec.parameters())
                  if p.requires_grad)
@@ -785,6 +799,8 @@ def main():
     dev = torch.device(args.device)
     enc, dec = enc.to(dev), dec.to(dev)
     smap = smap.to(dev) if smap is not None else None
+    start = ((copy.deepcopy(enc).eval().requires_grad_(False),
+              copy.deepcopy(dec).eval().requires_grad_(False)) if args.gate_keep else None)
     fixed_stats = None
     if args.drawings > 0 and smap is None:   # the package's fixed target, as at inference
         with open(os.path.join(args.resume, "photo_stats.json")) as fh:
@@ -848,6 +864,7 @@ def main():
                    + (f"--grid {args.grid:g} " if args.grid > 0 else "")
                    + (f"--gate {gate} --gate-bce {args.gate_bce:g} --freeze {args.freeze} " if gate
                       else "")
+                   + (f"--gate-keep {args.gate_keep:g} " if args.gate_keep else "")
                    + (f"--device {args.device} " if args.device != "cpu" else "")
                    + f"--version {args.version}"
                    + (" --resume PREVIOUS" if args.resume
@@ -866,6 +883,7 @@ def main():
                              **({"grid": args.grid} if args.grid > 0 else {}),
                              **({"gate": gate, "gate_bce": args.gate_bce, "freeze": args.freeze}
                                 if gate else {}),
+                             **({"gate_keep": args.gate_keep} if args.gate_keep else {}),
                              "device": args.device, "command": command}]
         training = {"script": "tools/train_a2r_lite.py", "seed": SEED,
                     "steps": sum(r["steps"] for r in runs),
@@ -882,7 +900,9 @@ def main():
                             + (f" + {args.grid:g} x residual phase-pattern RMS" if args.grid > 0
                                else "")
                             + (f" + {args.gate_bce:g} x gate cross-entropy (toons 1, drawings 0)"
-                               if args.gate_bce > 0 else ""),
+                               if args.gate_bce > 0 else "")
+                            + (f" + {args.gate_keep:g} x mean |gate - the resumed network's|"
+                               if args.gate_keep else ""),
                     "data": data_note(photos), "decoder": decoder, "upsample": upsample,
                     "keep_colour": int(keep_colour), "gate": gate, "held_out": HELD_OUT,
                     "drawings": sorted(set(draw_credits if args.drawings > 0 else [])
@@ -932,6 +952,8 @@ def main():
         loss = l1.mean() + GRAD_W * grad_l1(out, y) + args.tex * tex + stats_l
         if args.grid > 0:
             loss = loss + args.grid * phase_pattern(out - x)
+        if start is not None:
+            loss = loss + args.gate_keep * (g - start_gate(start, x, m, s)).abs().mean()
         draw_l = torch.zeros((), device=dev)
         if args.drawings > 0:     # real drawings, as at inference (predicted statistics)
             xd = sample_drawings(drawings, rng, kept, args.photos_kept).to(dev)
@@ -944,6 +966,8 @@ def main():
             draw_l = drawing_loss(outd, xd, args.draw_lost)
             if args.grid > 0:
                 draw_l = draw_l + args.grid * phase_pattern(outd - xd)
+            if start is not None:
+                draw_l = draw_l + args.gate_keep * (gd - start_gate(start, xd, md, sd_)).abs().mean()
             if args.gate_bce > 0:   # the toons' gate towards 1, the drawings' towards 0
                 draw_l = draw_l + args.gate_bce * (
                     Fn.binary_cross_entropy(g.clamp(1e-4, 1 - 1e-4), torch.ones_like(g))
