@@ -966,13 +966,13 @@ def main():
             draw_l = drawing_loss(outd, xd, args.draw_lost)
             if args.grid > 0:
                 draw_l = draw_l + args.grid * phase_pattern(outd - xd)
-            if start is not None:
-                draw_l = draw_l + args.gate_keep * (gd - start_gate(start, xd, md, sd_)).abs().mean()
             if args.gate_bce > 0:   # the toons' gate towards 1, the drawings' towards 0
                 draw_l = draw_l + args.gate_bce * (
                     Fn.binary_cross_entropy(g.clamp(1e-4, 1 - 1e-4), torch.ones_like(g))
                     + Fn.binary_cross_entropy(gd.clamp(1e-4, 1 - 1e-4), torch.zeros_like(gd)))
             loss = loss + args.drawings * draw_l
+            if start is not None:   # not scaled by --drawings: the same weight as on the toons
+                loss = loss + args.gate_keep * (gd - start_gate(start, xd, md, sd_)).abs().mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
