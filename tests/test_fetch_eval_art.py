@@ -52,6 +52,9 @@ def test_licence_of_reads_the_stanza_of_the_file(fea, tmp_path):
     assert lic(fea.NAEV_IMG + "b.png") == "GPL-3"
     assert lic(fea.NAEV_IMG + "c.png") == "GPL-3+"
     assert all(rel.startswith(fea.NAEV_IMG) for pkg, rel, *_ in fea.CHECK if pkg == fea.NAEV)
+    assert fea.source_path(fea.LOMIRI, fea.LOMIRI_IMG + "x.jpg") == "16.04/x.jpg"
+    with pytest.raises(ValueError, match="not under"):
+        fea.source_path(fea.NAEV, "usr/share/doc/naev-data/copyright")
 
 
 def test_load_set_composites_alpha_over_white(fea, tmp_path):

@@ -49,9 +49,6 @@ DEMO = "renpy-demo"
 DEMO_IMG = "usr/share/games/renpy/demo/game/images/"
 NAEV = "naev-data"
 NAEV_IMG = "usr/share/naev/dat/gfx/portraits/"
-# Where a package installs the root of its source tree, which its machine-readable copyright
-# file's Files patterns name ("./dat/..."): its licence is then read per file (file_stanza).
-SOURCE_ROOTS = {NAEV: "usr/share/naev/"}
 
 # (package, path inside the package, short name, kind): chosen for variety: painted portraits
 # (faces and busts, dark and bright, alpha), small pixel sprites, a landscape painting (the
@@ -135,7 +132,7 @@ TRAIN_LICENCES = ("Expat", "MIT", "BSD", "CC0", "CC-BY-3.0", "CC-BY-4.0", "publi
 # an upstream README per folder giving each file's author, source and licence; Debian's copyright
 # file for these names describes older pictures, so the README is what is read.
 LOMIRI = "lomiri-wallpapers-16.04"
-LOMIRI_SOURCE_DIR = "16.04/"   # where the copyright file's patterns place the pictures
+LOMIRI_IMG = "usr/share/backgrounds/"
 LOMIRI_PHOTOS = ["aitzgorri_by_Aitzol_Berasategi.jpg", "friends_by_Aitzol_Berasategi.jpg",
                  "life_by_Aitzol_Berasategi.jpg", "picosdeeuropa_by_Aitzol_Berasategi.jpg",
                  "Picture_0B_by_freespace.jpg", "Picture_1A_by_freespace.jpg",
@@ -144,6 +141,18 @@ LOMIRI_PHOTOS = ["aitzgorri_by_Aitzol_Berasategi.jpg", "friends_by_Aitzol_Berasa
 GCOMPRIS = "gcompris-qt-data"
 GCOMPRIS_RCC = "usr/share/gcompris-qt/rcc/"
 GCOMPRIS_PHOTOS = ["explore_monuments", "explore_world_animals", "explore_farm_animals"]
+
+# Packages whose machine-readable copyright file gives licences per file: (installed folder, the
+# same folder as the file's Files patterns name it in the source tree), for file_stanza.
+SOURCE_ROOTS = {NAEV: ("usr/share/naev/", "./"), LOMIRI: (LOMIRI_IMG, "16.04/")}
+
+
+def source_path(pkg, rel):
+    """The installed file ``rel`` of a SOURCE_ROOTS package as its copyright file names it."""
+    installed, source = SOURCE_ROOTS[pkg]
+    if not rel.startswith(installed):
+        raise ValueError(f"{rel} is not under {pkg}'s {installed}")
+    return source + rel[len(installed):]
 
 
 def photo_licence(text: str) -> str | None:
@@ -276,7 +285,7 @@ def licence_of(pkg, root, rel):
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     if pkg in SOURCE_ROOTS:
-        para = file_stanza(text, "./" + rel[len(SOURCE_ROOTS[pkg]):])
+        para = file_stanza(text, source_path(pkg, rel))
         if para is None or not para.get("license"):
             raise SystemExit(f"{path}: no stanza gives {rel} a licence")
         return para["license"].split("\n")[0], path
@@ -332,10 +341,10 @@ def fetch_photos(pics):
     with open(root + cfile, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     for fname in LOMIRI_PHOTOS:
-        para = file_stanza(text, LOMIRI_SOURCE_DIR + fname)
+        rel = LOMIRI_IMG + fname
+        para = file_stanza(text, source_path(LOMIRI, rel))
         if para is None or photo_licence(para.get("license", "")) is None:
             raise SystemExit(f"{fname}: {cfile} gives it no licence that allows training")
-        rel = "usr/share/backgrounds/" + fname
         with open(os.path.join(root, rel), "rb") as fh:
             keep("lomiri_" + os.path.splitext(fname)[0].lower(), ".jpg", fh.read(), LOMIRI,
                  "/" + rel, para, cfile)
