@@ -356,9 +356,8 @@ def main():
     ap.add_argument("--drawings-only", action="store_true",
                     help="only the real drawings' artefact table and the strength choice "
                          "(printed, nothing written)")
-    ap.add_argument("--role", default="eval",
-                    help="with --drawings-only: the drawings set (tools/fetch_eval_art.py's "
-                         "roles: eval, check, train)")
+    ap.add_argument("--role", default="eval", choices=("eval", "check", "train"),
+                    help="with --drawings-only: the drawings set (tools/fetch_eval_art.py's role)")
     ap.add_argument("--detail", type=float, default=None,
                     help="with --drawings-only: the enhance stage's detail instead of the "
                          "package's (both tables; the package is not changed)")
