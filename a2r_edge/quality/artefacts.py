@@ -75,7 +75,7 @@ NEW_EDGE_GAP = 2       # px
 STROKE_SIGMA = 1.5     # px: both pictures smoothed first, so that a mild blur of the output
                        # counts little: on the 49 eval and check drawings a Gaussian blur of
                        # sigma 0.7 fades at most 3 %, sigma 1 at most 15 %, a 3x3 closing
-                       # (1-2 px strokes erased) 7-50 %
+                       # (1-2 px strokes erased) 7-50 % (docs/a2r_lite_training.md 6.6)
 STROKE_DISC = 9        # px: black-hat disc; dark strokes up to ~7 px wide
 STROKE_LEVELS = 12.0   # gray levels of the smoothed input's black-hat that make a stroke
 CHROMA_MIN = 4.0       # mean chroma below this: the input is nearly gray, chroma ratio is nan
