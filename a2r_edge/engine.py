@@ -309,12 +309,19 @@ class Engine:
                 precision, strict=self.strict, executors=self._stage_runners.executors,
                 stage_names=[s.name for s in self.model.stages], runners=self._forward.runners,
                 convert=self.convert, calibration=calibration,
-                model_digest=lambda: model_digest(self.model.stages))
+                model_digest=lambda: model_digest(self.model.stages),
+                picture_domain=self._picture_domain())
         finally:
             self._cache = cache
         self.plan = self.plan.with_precisions(chosen)
         self.stream_plan = self.stream_plan.with_precisions(chosen)
         return chosen
+
+    def _picture_domain(self) -> tuple[float, float]:
+        """(lo, hi) of the normalised picture the first stage reads (ops.preprocess of 0..255)."""
+        mean, std = np.asarray(self.model.mean), np.asarray(self.model.std)
+        ends = np.concatenate([(0 - mean) / std, (1 - mean) / std])
+        return float(ends.min()), float(ends.max())
 
     def _cache_key(self, img: np.ndarray, stats, tile) -> bytes | None:
         if self._cache is None:

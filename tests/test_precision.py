@@ -323,6 +323,29 @@ def two_convs(rng):
     return ex, x, prec.calibrate_ranges(ex, [x])
 
 
+def test_input_domain_widens_only_the_ranges_of_the_input_readers(two_convs):
+    """A stage input's known value domain (the normalised picture's) covers the int8 range of
+    the convolution reading it, not the others', so an input past the calibration's range (a
+    white page where the sample had none) is not clipped there."""
+    ex, x, ranges = two_convs
+    assert ex.input_readers == {"first"}
+    lo, hi = ranges["first"]
+    domain = (2.5 * lo, 2.5 * hi)
+    entry = prec.plan_stages({"model": ex}, {"model": [x]}, lambda: [ex.run(x).copy()],
+                             "int8", input_domains={"model": domain})["model"]
+    assert entry["act_ranges"]["first"] == [domain[0], domain[1]]
+    assert entry["act_ranges"]["second"] == list(ranges["second"])
+    assert ex.act_ranges["first"] == domain
+    bright = x * 2.5   # past the calibrated range, within the domain
+    ex.set_precision("fp32")
+    want = ex.run(bright).copy()
+    db = {}
+    for name, first in (("calibrated", ranges["first"]), ("widened", domain)):
+        ex.set_precision("int8", dict(ranges, first=first), ["second"])   # the first alone
+        db[name] = prec.psnr(ex.run(bright), want)
+    assert db["widened"] >= GUARD_PSNR_DB["int8"] and db["calibrated"] < db["widened"] - 6, db
+
+
 def test_conv_faster_at_fp32_stays_there_when_the_plan_gains(two_convs, monkeypatch):
     """auto's speed rule (precision.faster_at_fp32): a conv whose step is faster at fp32 than
     at int8 stays at fp32 if the whole plan then runs faster, not otherwise. Which conv is

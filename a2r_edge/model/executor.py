@@ -438,6 +438,13 @@ class NativeExecutor:
         return dict(self._mode.act_ranges)
 
     @property
+    def input_readers(self) -> frozenset:
+        """The nodes that read a graph input itself (as their first input): the convolutions
+        among them see the caller's value domain, which calibration pictures may not span."""
+        names = set(self.input_names)
+        return frozenset(n.name for n in self.graph.nodes if n.inputs and n.inputs[0] in names)
+
+    @property
     def fp32_nodes(self) -> frozenset:
         """The convolutions kept at fp32 whatever the precision (the per-layer fallback and
         those faster at fp32)."""

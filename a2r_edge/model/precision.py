@@ -214,8 +214,20 @@ def choose(executor, inputs) -> dict:
     return plan(executor, inputs, "auto")
 
 
+def within_domain(ranges: dict, readers, domain) -> dict:
+    """ranges with those of the ``readers`` (convolutions reading the stage's input itself)
+    widened to cover ``domain`` (lo, hi), the values that input can take: a calibration
+    picture without pure white must not clip a white page at int8 (the bundled encoder's first
+    convolution: 32 dB against fp32 on lines on white with the sample's range, 58 dB with the
+    picture's; tests/test_precision.py)."""
+    if domain is None:
+        return ranges
+    lo, hi = domain
+    return {k: (min(v[0], lo), max(v[1], hi)) if k in readers else v for k, v in ranges.items()}
+
+
 def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
-                known: dict | None = None) -> dict:
+                known: dict | None = None, input_domains: dict | None = None) -> dict:
     """Set each executor (one per model stage, in model order) to its precision and return
     {stage: {"precision", "reason", "act_ranges", "fp32_nodes", "faster_fp32", "ms", "psnr"}},
     with "stored": True on the stages whose "auto" choice came from ``known``.
@@ -231,8 +243,10 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
     failing; fp32 when none passes. Each reduced precision it times keeps at fp32 the
     convolutions that run faster there (faster_at_fp32, kept in faster_fp32: {precision:
     [nodes]}). known: a previous result for the same model and machine (ranges, fallbacks and
-    choices are reused; outputs() is not called when every stage's plan is in it)."""
-    known = known or {}
+    choices are reused; outputs() is not called when every stage's plan is in it).
+    input_domains: {stage: (lo, hi)}, the values a stage's input can take where they are known
+    (the normalised picture): its input's int8 ranges cover them (within_domain)."""
+    known, input_domains = known or {}, input_domains or {}
 
     def stored(hit) -> bool:   # the stage's plan is in known, fallback included
         p = hit.get("precision") if precision == "auto" else precision
@@ -246,6 +260,7 @@ def plan_stages(executors: dict, stage_inputs: dict, outputs, precision: str,
         hit = known.get(name) or {}
         ranges = {k: tuple(v) for k, v in hit["act_ranges"].items()} if "act_ranges" in hit \
             else calibrate_ranges(ex, stage_inputs[name])
+        ranges = within_domain(ranges, ex.input_readers, input_domains.get(name))
         fallback = dict(hit.get("fp32_nodes") or {})
         faster = dict(hit.get("faster_fp32") or {})
 

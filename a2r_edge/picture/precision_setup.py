@@ -17,7 +17,7 @@ log = logging.getLogger("a2r_edge")
 
 def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: list[str],
                       runners: dict, convert: Callable, calibration,
-                      model_digest: Callable[[], str]) -> dict:
+                      model_digest: Callable[[], str], picture_domain=None) -> dict:
     """{stage: entry of model.precision.plan_stages} for ``precision`` ({} for fp32), a
     precision already resolved for this CPU (model.precision.resolve, as Engine does first).
 
@@ -25,7 +25,9 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
     calibration: uint8 BGR pictures or None (the bundled sample); model_digest: () -> the
-    stages' digest naming the stored choices (asked only when calibrating). bf16 or int8 where
+    stages' digest naming the stored choices (asked only when calibrating); picture_domain:
+    (lo, hi) of the normalised picture the first stage reads, which its int8 ranges cover
+    whatever the calibration pictures span (model.precision.within_domain). bf16 or int8 where
     no stage runs natively falls back to fp32 with one warning (strict: ValueError); "auto"
     then has nothing to choose and returns {}."""
     if precision == "auto" and not executors:   # a GPU plan, or backend="onnxruntime"
@@ -54,7 +56,8 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
         judged = prec.with_mirrors(pictures, 1)   # (H, W[, C]): mirrored left to right
         chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
                                   lambda: [convert(p) for p in judged], precision,
-                                  prec.load(stored_at, precision))
+                                  prec.load(stored_at, precision),
+                                  input_domains={stage_names[0]: picture_domain})
         prec.store(stored_at, precision, chosen)
     finally:
         runners.update(saved)
