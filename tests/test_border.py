@@ -55,10 +55,11 @@ def test_the_top_edge_of_a_landscape_passes_the_border_measure(engine, tmp_path)
     limit = artefacts.LIMITS["border"][1]
     assert worst <= limit, sides
     # the same network with the old rule (no margin: the top and left edges on its zero padding)
-    # draws a line along the top: the cause, and proof that this picture shows it
+    # draws a line along the top (0.3.0's was past the limit; this network's, trained with the
+    # margin, is fainter): the cause, and proof that this picture shows it
     old = Engine(with_margin(tmp_path, 0), cache_mb=0)
     old_worst, old_sides = artefacts.border(img, old.convert(img))
-    assert old_worst > limit and abs(old_sides["top"][1]) > limit, old_sides
+    assert old_worst > 2 * worst and abs(old_sides["top"][1]) > 0.5, old_sides
     assert abs(sides["top"][1]) < abs(old_sides["top"][1]) / 2
 
 

@@ -24,13 +24,17 @@ def cal():
     return mod
 
 
-def gated_copy(cal, dst, bias):
-    """The bundled package with a gate logit bias initializer added to its decoder (the
-    rewrite reads and writes the initializer only)."""
+def ungated_copy(cal, dst):
+    """The bundled (gated) package with its gate logit bias renamed: a decoder the rewrite
+    must refuse, as it refuses a package trained without --gate."""
     shutil.copytree(BUNDLED, dst)
     model = onnx.load(dst / "decoder.onnx")
-    model.graph.initializer.append(
-        numpy_helper.from_array(np.array([bias], np.float32), cal.GATE_LOGIT_BIAS))
+    renamed = cal.GATE_LOGIT_BIAS + ".renamed"
+    for init in model.graph.initializer:
+        if init.name == cal.GATE_LOGIT_BIAS:
+            init.name = renamed
+    for node in model.graph.node:
+        node.input[:] = [renamed if i == cal.GATE_LOGIT_BIAS else i for i in node.input]
     onnx.save(model, dst / "decoder.onnx")
     cal.pipe.write_manifest(str(dst))
     return dst
@@ -42,20 +46,26 @@ def gate_bias(folder, name):
 
 
 def test_write_shifted_moves_only_the_gate_and_records_the_offset(cal, tmp_path):
-    src = gated_copy(cal, tmp_path / "src", 2.25)
+    src = BUNDLED
+    bias0 = gate_bias(src, cal.GATE_LOGIT_BIAS)[0]
+    man0 = json.loads((src / "manifest.json").read_text())
+    offset0 = man0["training"].get("gate_offset", 0.0)
+    detail0 = man0["stages"][-1]["detail"]
     once, twice = tmp_path / "once", tmp_path / "twice"
     cal.write_shifted(str(src), str(once), 1.5)
-    cal.write_shifted(str(once), str(twice), -0.5, detail=0.85, command="how it was chosen")
-    assert gate_bias(once, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(3.75)
-    assert gate_bias(twice, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(3.25)
+    cal.write_shifted(str(once), str(twice), -0.5, detail=detail0 + 0.05,
+                      command="how it was chosen")
+    assert gate_bias(once, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(bias0 + 1.5)
+    assert gate_bias(twice, cal.GATE_LOGIT_BIAS)[0] == pytest.approx(bias0 + 1.0)
     for folder, offset in ((once, 1.5), (twice, 1.0)):
         man = json.loads((folder / "manifest.json").read_text())
-        assert man["training"]["gate_offset"] == pytest.approx(offset)
-        assert man["training"].get("calibration") == (None if folder is once
-                                                      else "how it was chosen")
+        assert man["training"]["gate_offset"] == pytest.approx(offset0 + offset)
+        assert man["training"].get("calibration") == (
+            man0["training"].get("calibration") if folder is once else "how it was chosen")
         cal.pipe.Package(str(folder))          # raises on a digest that does not match
     enhance = [json.loads((f / "manifest.json").read_text())["stages"][-1] for f in (once, twice)]
-    assert enhance[0]["detail"] != 0.85 and enhance[1]["detail"] == 0.85
+    assert enhance[0]["detail"] == detail0
+    assert enhance[1]["detail"] == pytest.approx(detail0 + 0.05)
     src_dec, out_dec = onnx.load(src / "decoder.onnx"), onnx.load(twice / "decoder.onnx")
     others = {i.name: numpy_helper.to_array(i) for i in src_dec.graph.initializer
               if i.name != cal.GATE_LOGIT_BIAS}
@@ -66,4 +76,4 @@ def test_write_shifted_moves_only_the_gate_and_records_the_offset(cal, tmp_path)
 
 def test_write_shifted_refuses_a_package_without_a_gate(cal, tmp_path):
     with pytest.raises(SystemExit, match="not a gated package"):
-        cal.write_shifted(str(BUNDLED), str(tmp_path / "out"), 1.0)
+        cal.write_shifted(str(ungated_copy(cal, tmp_path / "src")), str(tmp_path / "out"), 1.0)
