@@ -8,14 +8,37 @@ Targets are reported as met or missed, never asserted: these machines are shared
 """
 from __future__ import annotations
 
-import pytest
-
+import ctypes
+import ctypes.util
 import os
 import time
 
-from a2r_edge.runtime import measure
-from a2r_edge.runtime import cpu
+import pytest
 
+from a2r_edge.runtime import cpu
+from a2r_edge.runtime import measure
+
+
+def keep_freed_memory() -> bool:
+    """glibc only: freed blocks up to 32 MiB stay in the process (no mmap, no trim), so an op
+    that allocates its temporaries (OpenCV's guided filter: about ten 4 MiB planes per call at
+    1024^2) does not pay fresh page faults on every call. Without it such a peer timed bimodally
+    by what ran before it in the process, glibc's adaptive mmap threshold deciding (OpenCV's
+    gray guided filter, 1 thread: 25 ms after some benchmarks, 10 ms after others): the ratio
+    followed the test order. With it both sides run as in a long-lived process. Returns whether
+    it could be set."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    libc = ctypes.CDLL(name)
+    if not hasattr(libc, "mallopt"):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3   # glibc's malloc.h
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(
+        libc.mallopt(m_trim_threshold, 1 << 30))
+
+
+KEEPS_FREED_MEMORY = keep_freed_memory()
 RESULTS: list[dict] = []
 THREADS = (1, 2)
 # A2R_BENCH_CPU_TIME=1: 1-thread comparisons are timed once more in CPU seconds of this process,
@@ -107,6 +130,9 @@ def pytest_terminal_summary(terminalreporter):
         return
     tr = terminalreporter
     tr.section("a2r_edge: ratios against peers (same run)")
+    if not KEEPS_FREED_MEMORY:
+        tr.write_line("(the allocator keeps returning freed memory: allocating ops pay page "
+                      "faults, and their timings depend on what ran before them)")
     tr.write_line(f"{'op':<17}{'case':<28}{'isa':>9}{'thr':>4}{'ours ms':>10}{'peer':>26}"
                   f"{'peer ms':>10}"
                   f"{'speedup':>9}{'cpu x':>7}{'GB/s':>8}{'%copy':>7}  target")
