@@ -446,10 +446,11 @@ def main():
         "its package's)" + (f"; then `{tr['calibration']}` (the gate's offset, "
                              f"{tr['gate_offset']:+g})" if "calibration" in tr else "") + ".", "",
         "Held-out photos (never trained on; the enhance stage is tuned on the validation photo "
-        f"`{VALIDATION}`, see the end): " + ", ".join(HELD_OUT)
+        f"`{VALIDATION}`" + (", see the end" if args.tune else "") + "): " + ", ".join(HELD_OUT)
         + " (skimage.data, public domain / CC0). Produced by `python tools/evaluate_a2r_lite.py"
         + (" --tune" if args.tune else "")
-        + (f" --baseline {args.baseline_label.upper()}" if args.baseline else "") + "`"
+        + (f" --baseline {args.baseline} --baseline-label {args.baseline_label}"
+           if args.baseline else "") + "`"
         + (f" (columns `{args.baseline_label} ...`: that package on the same toons)"
            if args.baseline else "")
         + ".", "",
