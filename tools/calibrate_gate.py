@@ -32,7 +32,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import a2r_lite_pipeline as pipe  # noqa: E402
 import evaluate_a2r_lite as ev  # noqa: E402
-import toonify as tf  # noqa: E402
 
 GATE_LOGIT_BIAS = "gate.2.bias"   # train_a2r_lite.Decoder.gate's last conv (the logit)
 
@@ -93,9 +92,7 @@ def main():
     ap.add_argument("--detail", type=float, default=None,
                     help="the enhance stage's detail for every candidate (default: the package's)")
     args = ap.parse_args()
-    val = ev.load_bgr(ev.VALIDATION)
-    toons = {fam: [(tf.toonify(val, r), val) for _, r in recipes]
-             for fam, recipes in ev.recipe_sets().items()}
+    toons = ev.eval_toons([ev.VALIDATION])
     with tempfile.TemporaryDirectory() as tmp:
         def rows(candidates):
             out = []

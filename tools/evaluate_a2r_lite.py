@@ -273,11 +273,17 @@ def drawings_table(res, label=""):
     return lines
 
 
-def eval_toons():
-    """{set: [(toon, photo)]}: every held-out photo toonified by every recipe of the set."""
-    photos = [load_bgr(n) for n in HELD_OUT]
-    return {fam: [(tf.toonify(p, r), p) for p in photos for _, r in recipes]
+def named_toons(names=HELD_OUT):
+    """{set: [(photo name, recipe name, toon, photo)]}: each photo toonified by every recipe of
+    the set."""
+    photos = {n: load_bgr(n) for n in names}
+    return {fam: [(n, rn, tf.toonify(p, r), p) for n, p in photos.items() for rn, r in recipes]
             for fam, recipes in recipe_sets().items()}
+
+
+def eval_toons(names=HELD_OUT):
+    """{set: [(toon, photo)]}: named_toons without the names."""
+    return {fam: [(t, p) for _, _, t, p in rows] for fam, rows in named_toons(names).items()}
 
 
 def toon_gains(pkg, toons, strengths=STRENGTHS):

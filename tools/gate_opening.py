@@ -17,7 +17,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import a2r_lite_pipeline as pipe  # noqa: E402
 import calibrate_gate  # noqa: E402
 import fetch_eval_art  # noqa: E402
-import toonify  # noqa: E402
 
 SHUT = 40.0   # logit shift that closes (-) or opens (+) the gate: sigmoid(+-40) is 0 or 1 in float32
 
@@ -27,16 +26,14 @@ def pictures(role):
     if role != "toons":
         return [(name, bgr) for name, bgr, _, _ in fetch_eval_art.load_set(role)]
     import evaluate_a2r_lite as ev
-    photos = {name: ev.load_bgr(name) for name in ev.HELD_OUT}
-    return [(f"{name} {recipe}", toonify.toonify(photo, r))
-            for recipes in ev.recipe_sets().values() for recipe, r in recipes
-            for name, photo in photos.items()]
+    return [(f"{name} {recipe}", toon) for rows in ev.named_toons().values()
+            for name, recipe, toon, _ in rows]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="a gated package (train_a2r_lite.py --gate)")
-    ap.add_argument("--roles", default="eval,check", help="tools/fetch_eval_art.py roles, or toons")
+    ap.add_argument("--roles", default="eval,check", help="fetch_eval_art.py roles, or toons")
     ap.add_argument("names", nargs="*", help="only pictures whose name contains one of these")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
