@@ -343,6 +343,7 @@ def test_input_domain_widens_only_the_ranges_of_the_input_readers(two_convs):
     for name, first in (("calibrated", ranges["first"]), ("widened", domain)):
         ex.set_precision("int8", dict(ranges, first=first), ["second"])   # the first alone
         db[name] = prec.psnr(ex.run(bright), want)
+    print(f"first conv at int8 on an input 2.5x past its calibration: {db}")   # (with -s)
     assert db["widened"] >= GUARD_PSNR_DB["int8"] and db["calibrated"] < db["widened"] - 6, db
 
 
