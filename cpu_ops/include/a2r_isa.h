@@ -50,8 +50,8 @@ A2R_CAT(A2R_OPS, A2R_OP)(A2R_DEFINE_VARIANT, A2R_ISA)
 
 /* One vector register of floats as a GCC/clang vector type, for the few loops whose vectorised
  * form the auto-vectoriser does not find reliably (moments.h says which and why). Elementwise
- * operators apply; A2R_VMADD fuses on the x86 levels with FMA (elsewhere, aarch64 included, it
- * rounds twice: the moments' error bound holds either way). */
+ * operators apply; A2R_VMADD fuses exactly where A2R_MADD does (x86 with FMA, aarch64), so a
+ * vector body and its scalar tail round alike (a2r_math.h). */
 typedef float a2r_vf __attribute__((vector_size(4 * A2R_VEC_FLOATS)));
 
 static inline a2r_vf a2r_vload(const float *p) {  /* any alignment */
@@ -70,6 +70,10 @@ static inline void a2r_vstore(float *p, a2r_vf v) {  /* any alignment */
 #elif defined(__FMA__) && defined(__AVX2__)
 #include <immintrin.h>
 #define A2R_VMADD(a, b, c) ((a2r_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define A2R_VMADD(a, b, c) \
+    ((a2r_vf)vfmaq_f32((float32x4_t)(c), (float32x4_t)(a), (float32x4_t)(b)))
 #else
 #define A2R_VMADD(a, b, c) ((a) * (b) + (c))
 #endif
