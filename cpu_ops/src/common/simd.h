@@ -8,6 +8,8 @@
  *            24 FMAs (12x32 makes 14 for 24). Other counts run in even blocks of fewer rows
  *            (12 = 6 + 6; conv2d/kernel.c).
  *   AVX2     6 x 16: 12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm.
+ *   NEON     8 x 12 (aarch64): 24 of the 32 q registers accumulate, + 3 B + 1 broadcast (ld1r)
+ *            = 28; fused as A2R_MADD is there, so the sums are those of the plain C tile.
  *   SSE2     4 x 8: 8 xmm accumulators + 2 B + 1 broadcast + 1 product (no FMA) = 12 of 16.
  *   other    4 x 8 scalar (plain C, A2R_MADD).
  * v_load/v_store are unaligned: panels are 64-byte aligned anyway where the caller can. */
@@ -57,6 +59,21 @@ static const int32_t v_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0
 #define v_mask(r) _mm256_loadu_si256((const __m256i *)(v_mask_table + 8 - (r)))
 #define v_load_part(p, r) _mm256_maskload_ps((p), v_mask(r))
 #define v_store_part(p, v, r) _mm256_maskstore_ps((p), v_mask(r), (v))
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+typedef float32x4_t v_t;
+#define VL 4
+#define MR 8
+#define NV 3
+#define v_zero() vdupq_n_f32(0.0f)
+#define v_load(p) vld1q_f32(p)
+#define v_store(p, v) vst1q_f32((p), (v))
+#define v_set1(s) vdupq_n_f32(s)
+#define v_fma(a, b, c) vfmaq_f32((c), (a), (b))
+#define v_add(a, b) vaddq_f32((a), (b))
+/* selects on ordered compares: NaN and -0 give what the scalar forms give (0, +0) */
+#define v_relu(v) vbslq_f32(vcgtq_f32((v), vdupq_n_f32(0.0f)), (v), vdupq_n_f32(0.0f))
+#define v_leaky(v, s) vbslq_f32(vcgeq_f32((v), vdupq_n_f32(0.0f)), (v), vmulq_f32((s), (v)))
 #elif defined(__SSE2__)
 #include <emmintrin.h>
 typedef __m128 v_t;
