@@ -464,6 +464,8 @@ def test_bad_precision_and_fallback(rng, monkeypatch):
 
 
 def test_engine_onnxruntime_backend_refuses_or_warns(caplog):
+    if "bf16" not in prec.runnable():   # the refusal then names the kernel level instead
+        pytest.skip("bf16 and int8 do not run here")
     with pytest.raises(ValueError, match="needs the native backend"):
         Engine(backend="onnxruntime", precision="bf16", strict=True, cache_mb=0)
     with caplog.at_level("WARNING", logger="a2r_edge"):
@@ -481,6 +483,8 @@ def test_engine_keeps_reduced_precision_stages_native(monkeypatch):
     """With backend None a reduced precision keeps the ONNX stages on the native backend, even
     where the figures (here a stand-in for a calibration run that measured onnxruntime faster
     at fp32) would have put them on onnxruntime: strict bf16 then runs, not refuses."""
+    if "bf16" not in prec.runnable():
+        pytest.skip("bf16 does not run here")
     from a2r_edge import engine as engine_mod
     real = engine_mod.make_plan
     stages = pkg.resolve(None).stages   # the bundled model's
