@@ -42,6 +42,7 @@ INCLUDE = os.path.join("cpu_ops", "include")
 COMMON = os.path.join("cpu_ops", "src", "common")  # headers shared by several ops' kernels
 KERNEL_LIST = os.path.join(INCLUDE, "a2r_kernel_list.h")
 IS_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+IS_AARCH64 = platform.machine().lower() in ("aarch64", "arm64")
 
 COMMON_CFLAGS = [
     "-O3",
@@ -68,15 +69,21 @@ if IS_X86_64:
     # + the AMX tile unit (conv2d_lowp's tdpbsud / tdpbf16ps); the other ops' AVX-512 bodies
     ISA_FLAGS["avx512_amx"] = ISA_FLAGS["avx512_bf16"] + ["-mamx-tile", "-mamx-int8",
                                                           "-mamx-bf16"]
+elif IS_AARCH64:
+    # the dot products of conv2d_lowp (sdot); every aarch64 CPU that has them is Armv8.2 or later
+    ISA_FLAGS["neon_dot"] = ["-march=armv8.2-a+dotprod"]
 
 
 def _listed_kernels():
     """(ISA level names, op folder names) as cpu_ops/include/a2r_kernel_list.h lists them."""
     with open(KERNEL_LIST) as f:
         text = f.read()
-    x86 = text[text.index("#ifdef A2R_X86_VARIANTS"):text.index("#else")]
-    levels = re.findall(r"L\(a, (\w+), A2R_ISA_\w+\)", x86 if IS_X86_64 else
-                        text[text.index("#else"):text.index("#endif")])
+    x86 = text.index("#ifdef A2R_X86_VARIANTS")
+    arm = text.index("#elif defined(A2R_AARCH64_VARIANTS)", x86)
+    other = text.index("#else", arm)
+    block = (text[x86:arm] if IS_X86_64 else text[arm:other] if IS_AARCH64 else
+             text[other:text.index("#endif", other)])
+    levels = re.findall(r"L\(a, (\w+), A2R_ISA_\w+\)", block)
     kernel_list = text[text.index("#define A2R_KERNEL_LIST("):]
     ops = re.findall(r"A2R_OPS_(\w+)\(K, a\)", kernel_list.split("\n\n")[0])
     return levels, ops
@@ -251,7 +258,8 @@ class BuildNative(build_ext):
         print(f"a2r_edge: OpenMP {'on' if omp else 'off (kernels run serially)'}; "
               f"ISA levels: {', '.join(ISA_FLAGS)}")
         extra = COMMON_CFLAGS + ([omp] if omp else [])
-        macros = [("A2R_X86_VARIANTS", "1")] if IS_X86_64 else []
+        macros = ([("A2R_X86_VARIANTS", "1")] if IS_X86_64 else
+                  [("A2R_AARCH64_VARIANTS", "1")] if IS_AARCH64 else [])
         kernels = sorted(glob.glob(os.path.join("cpu_ops", "src", "*", "kernel.c")))
         _check_kernel_list(kernels)
         key = _build_key(self.compiler, extra, macros)

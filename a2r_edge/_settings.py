@@ -7,11 +7,17 @@ for an ``A2R_*`` name. A malformed value raises ``ValueError`` naming the variab
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-ISA_LEVELS = ("baseline", "avx2", "avx512", "avx512_bf16", "avx512_amx")
+# The CPU kernel levels of this architecture, lowest first: the list the build compiles
+# (cpu_ops/include/a2r_kernel_list.h, A2R_ISA_LEVELS), in the same order.
+_X86_LEVELS = ("baseline", "avx2", "avx512", "avx512_bf16", "avx512_amx")
+_AARCH64_LEVELS = ("baseline", "neon_dot")
+ISA_LEVELS = {"x86_64": _X86_LEVELS, "amd64": _X86_LEVELS, "aarch64": _AARCH64_LEVELS,
+              "arm64": _AARCH64_LEVELS}.get(platform.machine().lower(), ("baseline",))
 
 
 def _positive_int(text: str) -> int:
@@ -62,9 +68,10 @@ class Setting:
 
 SETTINGS = {s.name: s for s in (
     Setting("A2R_MAX_ISA", _choice(*ISA_LEVELS), None,
-            "Highest CPU kernel level to use (baseline, avx2, avx512, avx512_bf16: AVX-512 "
-            "with the BF16 and VNNI dot products, avx512_amx: and the AMX tile unit); default: "
-            "the best this CPU and OS support."),
+            "Highest CPU kernel level to use (x86-64: baseline, avx2, avx512, avx512_bf16: "
+            "AVX-512 with the BF16 and VNNI dot products, avx512_amx: and the AMX tile unit; "
+            "aarch64: baseline (NEON), neon_dot: and the Armv8.2 dot products); default: the "
+            "best this CPU and OS support."),
     Setting("A2R_NUM_THREADS", _thread_count, None,
             "Threads for the native CPU kernels (1 .. 4x the CPUs); default: physical cores "
             "within the affinity mask and the cgroup CPU quota."),

@@ -2,11 +2,12 @@
 # The package on 64-bit ARM (aarch64), checked from an x86-64 machine. Two modes:
 #
 #   tools/check_aarch64.sh cross
-#       Every kernel.c at the baseline level (the only one on aarch64: plain C that GCC vectorises
-#       with NEON), dispatch.c and runtime.c, compiled by aarch64-linux-gnu-gcc with setup.py's
-#       warnings as errors, then linked into one shared library with --no-undefined: x86-only code
-#       outside its guards, or a kernel variant missing on aarch64, fails here. Seconds. Needs
-#       Debian's gcc-aarch64-linux-gnu. .ci/run runs it.
+#       Every kernel.c at both aarch64 levels (baseline: plain C that GCC vectorises with NEON;
+#       neon_dot: the same for Armv8.2 with the dot products), dispatch.c and runtime.c, compiled
+#       by aarch64-linux-gnu-gcc with setup.py's flags and warnings as errors, then linked into
+#       one shared library with --no-undefined: x86-only code outside its guards, or a kernel
+#       variant missing on aarch64, fails here. Seconds. Needs Debian's gcc-aarch64-linux-gnu.
+#       .ci/run runs it.
 #
 #   tools/check_aarch64.sh emulated [DIR]
 #       The README's first Quick start command, then the CPU kernel tests, in an arm64 Debian
@@ -23,14 +24,18 @@ cross() {
     command -v "$cc" >/dev/null || { echo "check_aarch64: $cc not found (Debian: gcc-aarch64-linux-gnu)" >&2; exit 1; }
     out="$(mktemp -d)"
     trap 'rm -rf "$out"' RETURN
-    # setup.py's COMMON_CFLAGS, with every warning an error
+    # setup.py's COMMON_CFLAGS and aarch64 macro, with every warning an error
     local flags=(-O3 -std=gnu11 -fno-math-errno -fno-trapping-math -ffp-contract=off -fopenmp
-                 -Wall -Wno-unknown-pragmas -Werror -fPIC -I"$src/cpu_ops/include")
-    local k op
-    for k in "$src"/cpu_ops/src/*/kernel.c; do
-        op="$(basename "$(dirname "$k")")"
-        "$cc" "${flags[@]}" -Werror=missing-prototypes -DA2R_ISA=baseline -DA2R_OP="$op" \
-            -I"$src/cpu_ops/src/common" -c "$k" -o "$out/$op.o"
+                 -Wall -Wno-unknown-pragmas -Werror -fPIC -DA2R_AARCH64_VARIANTS=1
+                 -I"$src/cpu_ops/include")
+    local k op level
+    # setup.py's ISA_FLAGS on aarch64, level:flags
+    for level in baseline: neon_dot:-march=armv8.2-a+dotprod; do
+        for k in "$src"/cpu_ops/src/*/kernel.c; do
+            op="$(basename "$(dirname "$k")")"
+            "$cc" "${flags[@]}" ${level#*:} -Werror=missing-prototypes -DA2R_ISA="${level%%:*}" \
+                -DA2R_OP="$op" -I"$src/cpu_ops/src/common" -c "$k" -o "$out/$op.${level%%:*}.o"
+        done
     done
     "$cc" "${flags[@]}" -c "$src/cpu_ops/src/dispatch.c" -o "$out/dispatch.o"
     "$cc" "${flags[@]}" -c "$src/cpu_ops/src/runtime.c" -o "$out/runtime.o"

@@ -56,7 +56,8 @@ def check(precision) -> str:
 
 def runnable() -> tuple[str, ...]:
     """The precisions the native CPU kernels run at the active ISA level: bf16 and int8 need
-    AVX2 or better (the plain C variants exist for correctness but are slower than fp32)."""
+    a level above baseline (AVX2 or better; neon_dot on aarch64): the plain C variants exist
+    for correctness but are slower than fp32."""
     return ops.PRECISIONS if cpu.isa() != "baseline" else ("fp32",)
 
 
@@ -66,8 +67,8 @@ def resolve(precision: str, strict: bool = False) -> str:
     check(precision)
     if precision == "auto" or precision in runnable():
         return precision
-    msg = (f"precision {precision!r} needs AVX2 or better; the CPU kernels run at "
-           f"{cpu.isa()!r}")
+    msg = (f"precision {precision!r} needs a kernel level above baseline (AVX2 or better; "
+           f"neon_dot on aarch64); the CPU kernels run at {cpu.isa()!r}")
     if strict:
         raise ValueError(msg + " (strict=True refuses the fp32 fallback)")
     warnings.warn(msg + ": running fp32", RuntimeWarning, stacklevel=3)

@@ -35,6 +35,10 @@
     L(a, avx512, A2R_ISA_AVX512)                                                                \
     L(a, avx512_bf16, A2R_ISA_AVX512_BF16)                                                      \
     L(a, avx512_amx, A2R_ISA_AVX512_AMX)
+#elif defined(A2R_AARCH64_VARIANTS)
+#define A2R_ISA_LEVELS(L, a)                                                                    \
+    L(a, baseline, A2R_ISA_BASELINE)                                                            \
+    L(a, neon_dot, A2R_ISA_NEON_DOT)
 #else
 #define A2R_ISA_LEVELS(L, a) L(a, baseline, A2R_ISA_BASELINE)
 #endif

@@ -18,6 +18,9 @@ extern "C" {
 #define A2R_ISA_AVX512_AMX 4  /* + AMX-TILE/INT8/BF16 with the OS's leave to use the tile data
                                * (Linux: arch_prctl ARCH_REQ_XCOMP_PERM): conv2d_lowp's tile
                                * products; other ops as at AVX512_BF16 */
+/* aarch64 (its own numbering: a build has either the x86 levels or these) */
+#define A2R_ISA_NEON_DOT 1 /* + the Armv8.2 dot products (sdot: conv2d_lowp's int8); other ops
+                            * run their NEON body compiled for Armv8.2 */
 
 /* Best level this build has code for AND this CPU + OS support (XCR0 checked by libgcc; for
  * AMX here, and the tile-data permission asked of Linux once). */

@@ -13,6 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#elif defined(A2R_AARCH64_VARIANTS) && defined(__linux__)
+#include <sys/auxv.h>
+#define A2R_HWCAP_ASIMDDP (1UL << 20) /* Linux arm64 uapi asm/hwcap.h: the dot products */
 #endif
 
 int a2r_active_isa = A2R_ISA_BASELINE;
@@ -54,6 +57,8 @@ int a2r_best_isa(void) {
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return A2R_ISA_AVX2;
+#elif defined(A2R_AARCH64_VARIANTS) && defined(__linux__)
+    if (getauxval(AT_HWCAP) & A2R_HWCAP_ASIMDDP) return A2R_ISA_NEON_DOT;
 #endif
     return A2R_ISA_BASELINE;
 }

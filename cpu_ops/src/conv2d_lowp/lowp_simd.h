@@ -16,10 +16,14 @@
  *               vpmaddubsw + vpmaddwd(1) + vpaddd: 24 + 3 + broadcast + product + ones = 30 of 32.
  *   avx2        4 x 16: 8 ymm accumulators + 2 B + broadcast + product + ones = 13 of 16 (the
  *               fp32 kernel's 6 x 16 would spill with the int8 temporaries).
+ *   neon_dot    8 x 12 (aarch64 with the Armv8.2 dot products): 24 q accumulators + 3 B +
+ *               broadcast = 28 of 32. int8: sdot (s8 x s8, 4 MACs per lane, int32 sums) on
+ *               activations of 0..127, whose bytes read as s8 are the same values; bf16
+ *               widened to fp32 (shift, and) + 2 fused multiply-adds, as at avx2.
  *   other       4 x 8 plain C (the same arithmetic, lane by lane).
  * vpmaddubsw adds two u8 x s8 products into a saturating int16: 255 * 127 * 2 overflows it, so
  * the levels without VNNI quantise activations to 0..127 (A2R_U8_LEVELS), 127 * 127 * 2 = 32258
- * fits; VNNI and plain C use 0..255. */
+ * fits; VNNI and plain C use 0..255; neon_dot 0..127 (sdot's operands are signed). */
 #ifndef A2R_CONV2D_LOWP_SIMD_H
 #define A2R_CONV2D_LOWP_SIMD_H
 
@@ -78,6 +82,26 @@ typedef __m256i vi_t;
 #define u8s8_dot(acc, b, a, ones) \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((b), (a)), (ones)))
 #define vi_ones16() _mm256_set1_epi16(1)
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+#define VL 4
+#define MR 8
+#define NV 3
+typedef float32x4_t vf_t;
+typedef int32x4_t vi_t;
+#define vf_zero() vdupq_n_f32(0.0f)
+#define vf_set1(s) vdupq_n_f32(s)
+#define vi_zero() vdupq_n_s32(0)
+#define vi_load(p) vld1q_s32((const int32_t *)(p))
+#define vi_set1(s) vdupq_n_s32((int32_t)(s))
+#define vf_store(p, v) vst1q_f32((p), (v))
+#define vi_store(p, v) vst1q_s32((int32_t *)(p), (v))
+#define vf_fma(a, b, c) vfmaq_f32((c), (a), (b))
+#define bf16_lo(v) vreinterpretq_f32_s32(vshlq_n_s32((v), 16))
+#define bf16_hi(v) vreinterpretq_f32_s32(vandq_s32((v), vdupq_n_s32((int32_t)0xffff0000u)))
+#define u8s8_dot(acc, b, a, ones) \
+    vdotq_s32((acc), vreinterpretq_s8_s32(b), vreinterpretq_s8_s32(a))
+#define vi_ones16() vdupq_n_s32(0) /* unused: sdot needs no pair sums */
 #else
 #define VL 1
 #define MR 4
