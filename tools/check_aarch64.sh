@@ -10,10 +10,10 @@
 #       .ci/run runs it.
 #
 #   tools/check_aarch64.sh emulated [DIR]
-#       The README's first Quick start command, then the CPU kernel tests, in an arm64 Debian
-#       (bookworm, Python 3.11) made by debootstrap in DIR (default /tmp/a2r_arm64) and run under
-#       qemu-user: pip takes the aarch64 wheels of the dependencies from PyPI and builds the
-#       kernels there. Root, and Debian's debootstrap, qemu-user-static and binfmt-support.
+#       The README's first Quick start command, then the CPU kernel tests (tests/kernel_tests.txt),
+#       in an arm64 Debian (bookworm, Python 3.11) made by debootstrap in DIR (default
+#       /tmp/a2r_arm64) and run under qemu-user: pip takes the aarch64 wheels of the dependencies
+#       from PyPI and builds the kernels there. Root, and Debian's debootstrap, qemu-user-static and binfmt-support.
 #       Measured on a 2-core x86 box: debootstrap 8 min; the rest 14 min, of which the kernel
 #       tests 6.5 min (3,270 at both levels). Emulated times say nothing about an ARM CPU's speed.
 set -euo pipefail
@@ -67,11 +67,7 @@ emulated() {
         python -m pip install -q --upgrade pip
         pip install -q -e ".[test]" && python -m a2r_edge convert examples/astronaut_toon.png -o out/astronaut_photo.png
         python -m a2r_edge info | head -3
-        python -m pytest -q -n 2 -p no:cacheprovider tests/test_preprocess.py tests/test_postprocess.py \
-            tests/test_channel_stats.py tests/test_adain.py tests/test_activations.py \
-            tests/test_pixel_shuffle.py tests/test_im2col.py tests/test_conv2d.py \
-            tests/test_conv2d_lowp.py tests/test_guided_filter.py tests/test_adalin.py \
-            tests/test_pad2d.py tests/test_maxpool.py tests/test_resize.py'
+        cd tests && python -m pytest -q -n 2 -p no:cacheprovider $(cat kernel_tests.txt)'
     echo "check_aarch64: output picture: $root/root/a2r_edge/out/astronaut_photo.png"
 }
 
