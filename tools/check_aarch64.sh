@@ -13,7 +13,8 @@
 #       The README's first Quick start command, then the CPU kernel tests (tests/kernel_tests.txt),
 #       in an arm64 Debian (bookworm, Python 3.11) made by debootstrap in DIR (default
 #       /tmp/a2r_arm64) and run under qemu-user: pip takes the aarch64 wheels of the dependencies
-#       from PyPI and builds the kernels there. Root, and Debian's debootstrap, qemu-user-static and binfmt-support.
+#       from PyPI and builds the kernels there. Root, and Debian's debootstrap, qemu-user-static
+#       and binfmt-support.
 #       Measured on a 2-core x86 box: debootstrap 8 min; the rest 14 min, of which the kernel
 #       tests 6.5 min (3,270 at both levels). Emulated times say nothing about an ARM CPU's speed.
 set -euo pipefail
