@@ -22,7 +22,8 @@ src="$(cd "$(dirname "$0")/.." && pwd)"
 
 cross() {
     local cc=aarch64-linux-gnu-gcc out
-    command -v "$cc" >/dev/null || { echo "check_aarch64: $cc not found (Debian: gcc-aarch64-linux-gnu)" >&2; exit 1; }
+    command -v "$cc" >/dev/null ||
+        { echo "check_aarch64: $cc not found (Debian: gcc-aarch64-linux-gnu)" >&2; exit 1; }
     out="$(mktemp -d)"
     trap 'rm -rf "$out"' RETURN
     # setup.py's COMMON_CFLAGS and aarch64 macro, with every warning an error
@@ -41,17 +42,25 @@ cross() {
     "$cc" "${flags[@]}" -c "$src/cpu_ops/src/dispatch.c" -o "$out/dispatch.o"
     "$cc" "${flags[@]}" -c "$src/cpu_ops/src/runtime.c" -o "$out/runtime.o"
     "$cc" -shared -fopenmp -Wl,--no-undefined -o "$out/libkernels.so" "$out"/*.o -lm
-    echo "check_aarch64: the CPU kernels compile and link for aarch64 ($(ls "$out"/*.o | wc -l) objects)"
+    echo "check_aarch64: the CPU kernels compile and link for aarch64" \
+         "($(ls "$out"/*.o | wc -l) objects)"
 }
 
 emulated() {
     local root="${1:-/tmp/a2r_arm64}"
-    [ "$(id -u)" = 0 ] || { echo "check_aarch64: emulated needs root (debootstrap, chroot)" >&2; exit 1; }
-    [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+    [ "$(id -u)" = 0 ] ||
+        { echo "check_aarch64: emulated needs root (debootstrap, chroot)" >&2; exit 1; }
+    [ -e /proc/sys/fs/binfmt_misc/register ] ||
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
     update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
-    [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || { echo "check_aarch64: qemu-aarch64 is not registered with binfmt_misc (Debian: qemu-user-static, binfmt-support)" >&2; exit 1; }
+    [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || {
+        echo "check_aarch64: qemu-aarch64 is not registered with binfmt_misc" \
+             "(Debian: qemu-user-static, binfmt-support)" >&2
+        exit 1
+    }
     if [ ! -x "$root/usr/bin/python3" ]; then
-        debootstrap --arch=arm64 --include=python3,python3-venv,python3-dev,gcc,git,ca-certificates \
+        debootstrap --arch=arm64 \
+            --include=python3,python3-venv,python3-dev,gcc,git,ca-certificates \
             bookworm "$root" http://deb.debian.org/debian
     fi
     # this machine's resolver, certificates and pip settings (a proxy may re-sign TLS)
@@ -66,7 +75,8 @@ emulated() {
         cd /root/a2r_edge
         python3 -m venv /root/venv && . /root/venv/bin/activate
         python -m pip install -q --upgrade pip
-        pip install -q -e ".[test]" && python -m a2r_edge convert examples/astronaut_toon.png -o out/astronaut_photo.png
+        pip install -q -e ".[test]"
+        python -m a2r_edge convert examples/astronaut_toon.png -o out/astronaut_photo.png
         python -m a2r_edge info | head -3
         cd tests && python -m pytest -q -n 2 -p no:cacheprovider $(cat kernel_tests.txt)'
     echo "check_aarch64: output picture: $root/root/a2r_edge/out/astronaut_photo.png"
