@@ -18,8 +18,8 @@ import numpy as np
 from .runtime import cpu as _cpu  # noqa: F401  (sets the ISA level and threads at import)
 from . import _kernels, _settings
 
-__all__ = ["preprocess", "postprocess", "channel_stats", "adain", "adalin", "silu", "tanh",
-           "pixel_shuffle", "im2col", "conv2d", "Conv2d", "guided_filter"]
+__all__ = ["preprocess", "postprocess", "channel_stats", "adain", "adalin", "silu", "tanh", "erf",
+           "gelu", "pixel_shuffle", "im2col", "conv2d", "Conv2d", "guided_filter"]
 
 # Fusable activations -> their A2R_ACT_* codes (cpu_ops/include/a2r_kernels.h; the CUDA library's
 # a2r_cuda.h takes the same codes), shared by conv2d, adain, the executor and runtime/cuda.py.
@@ -279,6 +279,27 @@ def tanh(x, out=None):
     array([0.       , 0.7615941], dtype=float32)
     """
     return _elementwise(_kernels.tanh, x, out)
+
+
+# The gelu kernel's forms -> their A2R_GELU_* codes (cpu_ops/include/a2r_kernels.h): erf alone,
+# and GELU by ONNX's names of its two forms (approximate "none" and "tanh").
+GELU_CODES = {"erf": 0, "none": 1, "tanh": 2}
+
+
+def erf(x, out=None):
+    """The error function elementwise on a float32 array of any shape (absolute error below
+    2e-7, vectorised at every ISA level); ``out`` may be ``x``."""
+    return _elementwise(lambda a, y: _kernels.gelu(a, y, GELU_CODES["erf"]), x, out)
+
+
+def gelu(x, approximate="none", out=None):
+    """GELU elementwise on a float32 array of any shape, as ONNX Gelu: ``x/2 (1 + erf(x /
+    sqrt 2))`` (relative error below 5e-6), or with ``approximate="tanh"`` ``x/2 (1 +
+    tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (below 2e-5: the float32 cubic), wherever the
+    result is above 1e-30 in size. ``out`` may be ``x``."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _elementwise(lambda a, y: _kernels.gelu(a, y, GELU_CODES[approximate]), x, out)
 
 
 def pixel_shuffle(x, r, out=None, offset=(0, 0)):

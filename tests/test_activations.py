@@ -1,9 +1,11 @@
-"""ops.silu and ops.tanh (the executor's SiLU, Tanh and Sigmoid run them): every ISA level x 1
+"""ops.silu, ops.tanh, ops.erf and ops.gelu (the executor's SiLU, Tanh, Sigmoid, Erf and Gelu
+run them): every ISA level x 1
 and 2 threads against the float64 oracle, special values, the vector body against the scalar
 tail bit for bit, the relative error of each polynomial, in place and out=, 0-d, non-contiguous
 and byteswapped arrays."""
 import numpy as np
 import pytest
+from scipy import special
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -14,7 +16,22 @@ from tolerances import ELEMENTWISE
 
 SIZES = [1, 7, 13, 17, 127, 237, 1080 * 1920]
 # name -> (op, oracle, scale of the random test inputs)
-OPS = {"silu": (ops.silu, ref.silu, 8.0), "tanh": (ops.tanh, ref.tanh, 3.0)}
+
+
+def _gelu64(x, approximate="none"):
+    """GELU in float64 without cancellation: x/2 erfc(-x / sqrt 2), and the tanh form as
+    x / (1 + e^(-2u)) (= x/2 (1 + tanh u))."""
+    x = x.astype(np.float64)
+    if approximate == "tanh":
+        return x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * special.erfc(-x / np.sqrt(2))
+
+
+OPS = {"silu": (ops.silu, ref.silu, 8.0), "tanh": (ops.tanh, ref.tanh, 3.0),
+       "erf": (ops.erf, lambda x: special.erf(x.astype(np.float64)), 2.0),
+       "gelu": (ops.gelu, _gelu64, 3.0),
+       "gelu_tanh": (lambda x, out=None: ops.gelu(x, "tanh", out=out),
+                     lambda x: _gelu64(x, "tanh"), 3.0)}
 both = pytest.mark.parametrize("name", list(OPS))
 
 
@@ -44,7 +61,11 @@ def test_tanh_special_values_and_sign(native):
 
 # values around each op's clamps and branch points, and the special ones
 EDGES = {"silu": [-88.72, -88.73, 88.7, 88.71, -87.3, 87.3, 103.9, 104.0],
-         "tanh": [9.0, -9.0, 9.000001, -9.000001, 8.999999, 1e-38, -1e-38]}
+         "tanh": [9.0, -9.0, 9.000001, -9.000001, 8.999999, 1e-38, -1e-38],
+         # erf's branch point 0.875 (GELU's at 0.875 sqrt 2), erfc's underflow (z^2 = 87.3)
+         "erf": [0.875, -0.875, 0.87499994, 0.8750001, 9.3434, 9.3435, -9.3435],
+         "gelu": [1.2374369, -1.2374369, 1.2374368, 13.213, 13.214, -13.213, -13.214],
+         "gelu_tanh": [-30.0, -9.41, -9.42, 9.42, 30.0]}
 
 
 @both
@@ -60,19 +81,61 @@ def test_vector_body_equals_scalar_tail(native, name):
     np.testing.assert_array_equal(whole.view(np.uint32), one_by_one.view(np.uint32))
 
 
-@pytest.mark.parametrize("name, bound", [("silu", 5e-7), ("tanh", 1e-6)])
+def test_erf_and_gelu_special_values(native):
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30, -1e-30, 1e4, -1e4, 3e38, -3e38],
+                 np.float32)
+    e = ops.erf(x)
+    np.testing.assert_array_equal(e[[0, 1, 7, 8, 9, 10]], [1, -1, 1, -1, 1, -1])
+    assert np.isnan(e[2]) and np.signbit(e[4]) and not np.signbit(e[3])
+    np.testing.assert_allclose(e[5:7], [1.1283792e-30, -1.1283792e-30], rtol=1e-6)
+    for form in ("none", "tanh"):
+        g = ops.gelu(x, form)
+        # +inf -> inf; -inf -> NaN as x/2 (1 + erf) gives (-inf * 0), like onnxruntime's
+        assert g[0] == np.inf and np.isnan(g[1]) and np.isnan(g[2])
+        assert g[3] == 0 and np.signbit(g[4]) and g[7] == 1e4 and g[8] == 0 and g[9] == 3e38
+        np.testing.assert_allclose(g[5:7], [5e-31, -5e-31], rtol=1e-6)
+
+
+def test_gelu_rejects_an_unknown_form():
+    with pytest.raises(ValueError, match="approximate must be"):
+        ops.gelu(np.zeros(3, np.float32), "erf")
+
+
+def test_erf_absolute_error(native):
+    """erf within 2e-7 of the exact value everywhere (measured 1.2e-7): the small-|x| series
+    keeps the relative error below 2e-7 too, so tiny values keep their digits."""
+    x = np.concatenate([np.linspace(-12, 12, 400_001), np.geomspace(1e-30, 1, 10_000),
+                        -np.geomspace(1e-30, 1, 10_000)]).astype(np.float32)
+    exact = special.erf(x.astype(np.float64))
+    got = ops.erf(x).astype(np.float64)
+    assert np.max(np.abs(got - exact)) < 2e-7
+    small = (np.abs(x) < 0.875) & (x != 0)
+    assert np.max(np.abs(got - exact)[small] / np.abs(exact[small])) < 2e-7
+
+
+@pytest.mark.parametrize("name, bound", [("silu", 5e-7), ("tanh", 1e-6), ("gelu", 5e-6),
+                                         ("gelu_tanh", 2e-5)])
 def test_relative_error_against_float64(native, name, bound):
     """silu: the polynomial e^-x (a2r_math.h) keeps the result within 5e-7 (about 4 ulp) of the
-    exact SiLU; tanh: its fitted rational within 1e-6 (measured: 8.5e-7); wherever the exact
-    value is a normal float, over the range the clamps leave alone."""
+    exact SiLU; tanh: its fitted rational within 1e-6 (measured: 8.5e-7); GELU within 5e-6
+    (7.2e-7 with FMA, 4.1e-6 without), its tanh form within 2e-5 (9.9e-6: the rounding of its
+    float32 argument); wherever the exact value is a normal float, over the range the clamps
+    leave alone."""
     rng = np.random.default_rng(0)
     if name == "silu":
         x = np.concatenate([np.linspace(-88.3, 88.3, 400_001), rng.standard_normal(100_000) * 4])
         exact64 = lambda v: v / (1 + np.exp(-v))  # noqa: E731
-    else:
+    elif name == "tanh":
         x = np.concatenate([np.linspace(-12, 12, 400_001), np.geomspace(1e-30, 0.5, 10_000),
                             rng.standard_normal(100_000) * 2])
         exact64 = np.tanh
+    else:   # gelu: the negative tail to its clamp (x^2 / 2 = 87.3; the tanh form's exponent
+        # at -88.5, as silu's); float32's argument rounding bounds the error there
+        low = -13.2 if name == "gelu" else -9.9
+        x = np.concatenate([np.linspace(low, 12, 400_001), np.geomspace(1e-30, 1, 10_000),
+                            -np.geomspace(1e-30, 1, 10_000),
+                            np.clip(rng.standard_normal(100_000) * 3, low, 12)])
+        exact64 = OPS[name][1]
     x = x.astype(np.float32)
     exact = exact64(x.astype(np.float64))
     normal = np.abs(exact) >= np.finfo(np.float32).tiny

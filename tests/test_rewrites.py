@@ -216,3 +216,39 @@ def test_adalin_variants_match_onnxruntime(variant, adalin, norms):
         assert (rw.adalin_pattern, rw.norm_pattern) == (adalin, norms)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
         assert ("AdaLIN" in plan(ex, x.shape).describe()) == bool(adalin)
+
+
+def gelu_model(form: str, half: float = 0.5):
+    """GELU written out as torch.onnx.export does below opset 20, in the product orders it
+    uses: "end" (x * (1 + erf(x / sqrt 2))) * 0.5 (nn.GELU), "front" (x * 0.5) * (...) (a
+    hand-written gelu), "mul" the same with x * sqrt(1/2) for the division."""
+    b = Builder(np.random.default_rng(8), 4)
+    x = b.conv("x", 4, 4)
+    scaled = b.node("Mul", [b.const(np.sqrt(0.5)), x]) if form == "mul" else \
+        b.node("Div", [x, b.const(np.sqrt(2.0))])
+    one_plus = b.node("Add", [b.const(1.0), b.node("Erf", [scaled])])
+    if form == "end":
+        y = b.node("Mul", [b.node("Mul", [x, one_plus]), b.const(half)])
+    else:
+        y = b.node("Mul", [one_plus, b.node("Mul", [x, b.const(half)])])
+    return b.model(b.conv(y, 4, 4))
+
+
+@pytest.mark.parametrize("form", ["end", "front", "mul"])
+def test_gelu_pattern_is_one_gelu(form):
+    m = gelu_model(form)
+    x = np.random.default_rng(9).standard_normal((1, 4, 9, 7)).astype(np.float32) * 3
+    ex, got, ref = run_both(m, x)
+    p = plan(ex, x.shape)
+    assert p.rewrites.gelu_pattern == 1
+    assert [nd.op for nd in p.nodes if nd.op in ("Gelu", "Erf", "Div", "Mul", "Add")] == ["Gelu"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_gelu_lookalike_stays_op_by_op():
+    """x * 0.4 * (1 + erf(x / sqrt 2)) is not GELU: no rewrite, the same result."""
+    m = gelu_model("front", half=0.4)
+    x = np.random.default_rng(10).standard_normal((1, 4, 6, 5)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    assert plan(ex, x.shape).rewrites.gelu_pattern == 0
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -21,6 +21,9 @@ native side runs.
   the native 4-D one (same statistics per group); where the Mul and Add are per-channel
   constants, the five nodes become one GroupNormalization with per-channel scale and bias
   (the InstanceNormalization's own folded in), which fusion can give an activation.
+* GELU as torch.onnx.export writes it below opset 20, ``x * 0.5 * (1 + erf(x / sqrt 2))`` in
+  either order of its products (Div by sqrt 2 or Mul by 1/sqrt 2, Erf, Add 1, Mul by x, Mul by
+  0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
@@ -49,6 +52,7 @@ class Rewrites:
     adalin_pattern: int = 0
     groupnorm_pattern: int = 0
     groupnorm_affine: int = 0
+    gelu_pattern: int = 0
     pad_into_conv: int = 0
     identity_at_size: int = 0
 
@@ -123,6 +127,8 @@ def rewrite(sp: Specialised) -> Rewrites:
             _groupnorm(c, n, count)
         elif n.op == "Add":
             new = _groupnorm_affine(c, n, count)
+        elif n.op == "Mul":
+            new = _gelu_pattern(c, n, count)
         if new is not None:
             replaced[i] = new
     if not replaced and not c.replaced and not fused:
@@ -527,6 +533,65 @@ def _groupnorm_affine(c: _Ctx, add: Node, count: Rewrites):
     for m in (r1, inorm, r2, mul, add):
         c.fused.setdefault(m.name, f"into GroupNormalization {node.name!r}")
     count.groupnorm_affine += 1
+    return [node]
+
+
+# --- GELU ----------------------------------------------------------------------------------------
+
+def _is(value: float | None, want: float) -> bool:
+    return value is not None and abs(value - want) <= 1e-6 * abs(want)
+
+
+def _other(c: _Ctx, n: Node, want: float) -> str | None:
+    """The input of binary node n beside its scalar constant ``want`` (either side)."""
+    for k in (0, 1):
+        if _is(c.scalar(n.inputs[k]), want):
+            return n.inputs[1 - k]
+    return None
+
+
+def _erf_part(c: _Ctx, t: str):
+    """t = 1 + erf(x / sqrt 2) (or x * sqrt(1/2)), each inner tensor read once: (x, its
+    nodes), or None."""
+    add = c.made_by(t, "Add")
+    e = add and c.sole(t) and _other(c, add, 1.0)
+    erf = e and c.sole(e) and c.made_by(e, "Erf")
+    d = erf and c.sole(erf.inputs[0]) and c.producer.get(erf.inputs[0])
+    if not d:
+        return None
+    if d.op == "Div" and _is(c.scalar(d.inputs[1]), np.sqrt(2)):
+        x = d.inputs[0]
+    elif d.op == "Mul":
+        x = _other(c, d, np.sqrt(0.5))
+    else:
+        x = None
+    return (x, (d, erf, add)) if x else None
+
+
+def _gelu_pattern(c: _Ctx, end: Node, count: Rewrites):
+    """end = (x * (1 + erf(x / sqrt 2))) * 0.5 or (x * 0.5) * (1 + erf(x / sqrt 2)), each
+    product in either order: one Gelu."""
+    found = None
+    half_of = _other(c, end, 0.5)
+    inner = half_of and c.sole(half_of) and c.made_by(half_of, "Mul")
+    for k in (0, 1):
+        if inner:   # (x * (1 + erf)) * 0.5
+            e = _erf_part(c, inner.inputs[k])
+            if e and e[0] == inner.inputs[1 - k]:
+                found = e[0], e[1] + (inner,)
+        half = c.made_by(end.inputs[1 - k], "Mul")
+        if found is None and half and c.sole(end.inputs[1 - k]):   # (x * 0.5) * (1 + erf)
+            e = _erf_part(c, end.inputs[k])
+            if e and _other(c, half, 0.5) == e[0]:
+                found = e[0], e[1] + (half,)
+    if found is None or c.shapes.get(found[0]) != c.shapes.get(end.outputs[0]):
+        return None
+    x, nodes = found
+    node = Node("Gelu", end.name + "/gelu", [x], list(end.outputs), {"approximate": "none"})
+    c.new.append(node)
+    for m in nodes + (end,):
+        c.fused.setdefault(m.name, f"into Gelu {node.name!r}")
+    count.gelu_pattern += 1
     return [node]
 
 

@@ -84,6 +84,9 @@
       (const float *x, float *y, int64_t n, float in_scale, float out_scale, float out_shift),  \
       (x, y, n, in_scale, out_scale, out_shift))
 
+#define A2R_OPS_gelu(K, a)                                                                      \
+    K(a, void, a2r_gelu, (const float *x, float *y, int64_t n, int form), (x, y, n, form))
+
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \
       (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t top,       \
@@ -174,6 +177,7 @@
     A2R_OPS_adalin(K, a)                                                                        \
     A2R_OPS_silu(K, a)                                                                          \
     A2R_OPS_tanh(K, a)                                                                          \
+    A2R_OPS_gelu(K, a)                                                                          \
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \

@@ -77,6 +77,16 @@ void a2r_silu(const float *x, float *y, int64_t n);
 void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_scale,
               float out_shift);
 
+/* gelu: n floats by form (y may equal x); erf's absolute error below 2e-7, GELU's relative
+ * error below 2e-6 where |y| > 1e-30 (tests/test_activations.py):
+ *   A2R_GELU_ERF    y = erf(x) (ONNX Erf);
+ *   A2R_GELU_EXACT  y = x/2 (1 + erf(x / sqrt 2)) (ONNX Gelu, approximate "none");
+ *   A2R_GELU_TANH   y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate "tanh"). */
+#define A2R_GELU_ERF 0
+#define A2R_GELU_EXACT 1
+#define A2R_GELU_TANH 2
+void a2r_gelu(const float *x, float *y, int64_t n, int form);
+
 /* resize: separable resampling of nc planes (h, w) -> (oh, ow) by tap tables (the ONNX
  * Resize of the executor: model/ops/resize.py makes the tables).
  *   rows[r, j] = sum_{k<ky} wy[k*oh + o] * x[plane, iy[k*oh + o], j]        r = plane*oh + o

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "a2r_isa.h"
+#include "a2r_kernels.h"
 
 /* 1.5 * 2^23: adding and subtracting it rounds a float with |v| < 2^22 to the nearest integer,
  * ties to even, exactly (needs -ffp-contract=off and no -ffast-math, which the build ensures). */
@@ -64,16 +65,21 @@ static inline uint32_t a2r_float_to_bits(float f) {
     p = madd(p, r, A2R_S(-9.999997020e-1f));                                                   \
     p = madd(p, r, A2R_S(1.0f))
 
-static inline float a2r_silu1(float x) {
+/* e^-x for x already clamped to [A2R_SILU_LO, A2R_SILU_HI] (a2r_vexpneg: the vector form). */
+static inline float a2r_expneg1(float xc) {
 #define A2R_S(c) (c)
-    const float xc = x < A2R_SILU_LO ? A2R_SILU_LO : (x > A2R_SILU_HI ? A2R_SILU_HI : x);
     const float t = A2R_MADD(xc, -A2R_LOG2E, A2R_SILU_MAGIC);
     const float n = t - A2R_SILU_MAGIC;
     float r, p;
     A2R_LN2_PARTS(r, A2R_MADD, n, xc);
     A2R_EXPM_POLY(p, A2R_MADD, r);
 #undef A2R_S
-    return x / (1.0f + p * a2r_bits_to_float(a2r_float_to_bits(t) << 23));
+    return p * a2r_bits_to_float(a2r_float_to_bits(t) << 23);
+}
+
+static inline float a2r_silu1(float x) {
+    const float xc = x < A2R_SILU_LO ? A2R_SILU_LO : (x > A2R_SILU_HI ? A2R_SILU_HI : x);
+    return x / (1.0f + a2r_expneg1(xc));
 }
 
 /* tanh, scalar (a2r_tanh1) and on one vector register (a2r_vtanh), the same operations in the
@@ -109,6 +115,56 @@ static inline float a2r_tanh1(float x) {
     return a2r_bits_to_float(a2r_float_to_bits(t) | sign);
 }
 
+/* erf, and GELU built on it, scalar (a2r_gelu1) and on one vector register (a2r_vgelu), the
+ * same operations in the same order. Coefficients fitted here (float64 least squares reweighted
+ * towards the worst relative error, against scipy's erf / erfcx):
+ *   |v| < A2R_ERF_SPLIT: erf(v) = v S(v^2), S of degree 5 (relative error 9e-9);
+ *   above: erfc(z) = e^(-z^2) R(1 / (1 + z)), z = |v|, R of degree 8 fitted on [0.875, 10]
+ *   (2.8e-8); z^2's rounding error (FMA: exact) is applied as the factor 1 - lo; e^(-z^2) is
+ *   a2r_expneg1's, and erfc is 0 once z^2 > A2R_SILU_HI (the true value is below 1e-38).
+ * GELU's form: A2R_GELU_ERF y = erf(x); A2R_GELU_EXACT y = x/2 (1 + erf(x / sqrt 2)), from
+ * erfc on the negative side (no cancellation); A2R_GELU_TANH y = x/2 (1 + tanh(sqrt(2/pi) (x +
+ * 0.044715 x^3))) through a2r_tanh1. Measured errors: tests/test_activations.py. */
+#define A2R_ERF_SPLIT 0.875f
+#define A2R_SQRT1_2 0.707106781186547524f
+#define A2R_GELU_K 0.797884560802865356f /* sqrt(2 / pi) */
+#define A2R_ERF_S(p, madd, z2)                                                                 \
+    p = madd(z2, A2R_S(-6.203749323e-04f), A2R_S(5.032285942e-03f));                           \
+    p = madd(p, z2, A2R_S(-2.679154358e-02f));                                                 \
+    p = madd(p, z2, A2R_S(1.128245804e-01f));                                                  \
+    p = madd(p, z2, A2R_S(-3.761255084e-01f));                                                 \
+    p = madd(p, z2, A2R_S(1.128379158e+00f))
+#define A2R_ERFCX_R(p, madd, t)                                                                \
+    p = madd(t, A2R_S(6.842995932e-01f), A2R_S(-2.590287032e+00f));                            \
+    p = madd(p, t, A2R_S(3.796797934e+00f));                                                   \
+    p = madd(p, t, A2R_S(-2.381563810e+00f));                                                  \
+    p = madd(p, t, A2R_S(1.375938942e-01f));                                                   \
+    p = madd(p, t, A2R_S(2.169839025e-01f));                                                   \
+    p = madd(p, t, A2R_S(5.703284961e-01f));                                                   \
+    p = madd(p, t, A2R_S(5.638683988e-01f));                                                   \
+    p = madd(p, t, A2R_S(7.125219103e-06f))
+
+static inline float a2r_gelu1(float x, int form) {
+    if (form == A2R_GELU_TANH) {
+        const float u = x * A2R_MADD(x * x, 2.0f * A2R_GELU_K * 0.044715f, 2.0f * A2R_GELU_K);
+        return x / (1.0f + a2r_expneg1(u < A2R_SILU_LO ? A2R_SILU_LO : (u > A2R_SILU_HI ? A2R_SILU_HI : u)));
+    }
+    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f, v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
+    const uint32_t sign = a2r_float_to_bits(v) & 0x80000000u;
+    const float z = a2r_bits_to_float(a2r_float_to_bits(v) & 0x7fffffffu);
+    const float x2 = x * x, z2 = x2 * half, lo = A2R_MADD(x, x, -x2) * half;
+#define A2R_S(c) (c)
+    float s, r;
+    A2R_ERF_S(s, A2R_MADD, z2);
+    A2R_ERFCX_R(r, A2R_MADD, 1.0f / (1.0f + z));
+#undef A2R_S
+    const float c = z2 > A2R_SILU_HI ? 0.0f : a2r_expneg1(z2) * A2R_MADD(-lo, r, r);
+    if (form == A2R_GELU_ERF)
+        return z < A2R_ERF_SPLIT ? v * s : a2r_bits_to_float(a2r_float_to_bits(1.0f - c) | sign);
+    const float h = z < A2R_ERF_SPLIT ? 1.0f + v * s : (sign ? c : 2.0f - c);
+    return 0.5f * x * h;
+}
+
 typedef uint32_t a2r_vu __attribute__((vector_size(4 * A2R_VEC_FLOATS)));
 
 /* v in every lane, -0 included (v - +0 is v for every v; +0 + v would turn -0 into +0). */
@@ -128,16 +184,20 @@ static inline a2r_vf a2r_vclamp(a2r_vf x, a2r_vf lo, a2r_vf hi) {
 #endif
 }
 
-static inline a2r_vf a2r_vsilu(a2r_vf x) {
+static inline a2r_vf a2r_vexpneg(a2r_vf xc) {
 #define A2R_S(c) a2r_vsplat(c)
-    const a2r_vf xc = a2r_vclamp(x, A2R_S(A2R_SILU_LO), A2R_S(A2R_SILU_HI));
     const a2r_vf t = A2R_VMADD(xc, A2R_S(-A2R_LOG2E), A2R_S(A2R_SILU_MAGIC));
     const a2r_vf n = t - A2R_SILU_MAGIC;
     a2r_vf r, p;
     A2R_LN2_PARTS(r, A2R_VMADD, n, xc);
     A2R_EXPM_POLY(p, A2R_VMADD, r);
 #undef A2R_S
-    return x / (1.0f + p * (a2r_vf)((a2r_vu)t << 23));
+    return p * (a2r_vf)((a2r_vu)t << 23);
+}
+
+static inline a2r_vf a2r_vsilu(a2r_vf x) {
+    const a2r_vf xc = a2r_vclamp(x, a2r_vsplat(A2R_SILU_LO), a2r_vsplat(A2R_SILU_HI));
+    return x / (1.0f + a2r_vexpneg(xc));
 }
 
 static inline a2r_vf a2r_vtanh(a2r_vf x) {
@@ -152,6 +212,36 @@ static inline a2r_vf a2r_vtanh(a2r_vf x) {
     const a2r_vu t = ((a2r_vu)A2R_S(1.0f) & big) | ((a2r_vu)(ac * p / q) & ~big);
 #undef A2R_S
     return (a2r_vf)(t | sign);
+}
+
+/* m ? a : b per lane (m all ones or all zeros). */
+static inline a2r_vf a2r_vselect(a2r_vu m, a2r_vf a, a2r_vf b) {
+    return (a2r_vf)(((a2r_vu)a & m) | ((a2r_vu)b & ~m));
+}
+
+static inline a2r_vf a2r_vgelu(a2r_vf x, int form) {
+#define A2R_S(c) a2r_vsplat(c)
+    if (form == A2R_GELU_TANH) {
+        const a2r_vf u = x * A2R_VMADD(x * x, A2R_S(2.0f * A2R_GELU_K * 0.044715f),
+                                       A2R_S(2.0f * A2R_GELU_K));
+        return x / (1.0f + a2r_vexpneg(a2r_vclamp(u, A2R_S(A2R_SILU_LO), A2R_S(A2R_SILU_HI))));
+    }
+    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f;
+    const a2r_vf v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
+    const a2r_vu sign = (a2r_vu)v & 0x80000000u;
+    const a2r_vf z = (a2r_vf)((a2r_vu)v & 0x7fffffffu);
+    const a2r_vf x2 = x * x, z2 = x2 * half, lo = A2R_VMADD(x, x, -x2) * half;
+    a2r_vf s, r;
+    A2R_ERF_S(s, A2R_VMADD, z2);
+    A2R_ERFCX_R(r, A2R_VMADD, 1.0f / (1.0f + z));
+    const a2r_vf e = a2r_vexpneg(a2r_vclamp(z2, A2R_S(0.0f), A2R_S(A2R_SILU_HI)));
+    const a2r_vf c = (a2r_vf)((a2r_vu)(e * A2R_VMADD(-lo, r, r)) & ~(a2r_vu)(z2 > A2R_SILU_HI));
+#undef A2R_S
+    const a2r_vu small = (a2r_vu)(z < A2R_ERF_SPLIT);
+    if (form == A2R_GELU_ERF)
+        return a2r_vselect(small, v * s, (a2r_vf)((a2r_vu)(1.0f - c) | sign));
+    const a2r_vf big = a2r_vselect((a2r_vu)(sign != 0), c, 2.0f - c);
+    return 0.5f * x * a2r_vselect(small, 1.0f + v * s, big);
 }
 
 #endif

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import _kernels
+from ... import _kernels, ops
 from .base import INTERNAL, OpSpec, UnsupportedOpError, const_input, register, same_shape
 
 _HALF = np.array(0.5, np.float32)  # 0-d constants: a ufunc converts a Python scalar anew each call
@@ -138,6 +138,7 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu(node, x):
+    """The float64 oracle of Gelu (the reference executor's)."""
     x64 = x.astype(np.float64)
     if node.attrs.get("approximate", "none") == "tanh":
         inner = np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)
@@ -145,12 +146,13 @@ def _gelu(node, x):
     return (0.5 * x64 * (1 + erf(x64 / np.sqrt(2)))).astype(x.dtype)
 
 
-def _expression(fn):
-    """Build from a float64 numpy expression: allocates its temporaries on every run (kept to
-    the rare ops whose exact float32 form needs float64 or special functions)."""
+def _gelu_kernel(form):
+    """Build Erf or Gelu on the gelu kernel (one vectorised pass; ops.gelu states its error)."""
     def build(node, graph, shapes, view, scratch):
         x, y = _unary(node, view)
-        return lambda: np.copyto(y, fn(node, x))
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        code = ops.GELU_CODES[form or node.attrs.get("approximate", "none")]
+        return lambda: _kernels.gelu(xf, yf, code)
     return build
 
 
@@ -246,8 +248,9 @@ register(OpSpec("HardSigmoid", same_shape, _build_hard_sigmoid,
 register(OpSpec("HardSwish", same_shape, _build_hard_swish,
                 lambda n, i: [(i[0] * _hard_sigmoid(n, i[0], 1 / 6, 0.5)).astype(i[0].dtype)],
                 _out_scratch, inplace=True))
-register(OpSpec("Gelu", _gelu_shapes, _expression(_gelu), lambda n, i: [_gelu(n, i[0])]))
-register(OpSpec("Erf", same_shape, _expression(lambda n, x: erf(x)), lambda n, i: [erf(i[0])]))
+register(OpSpec("Gelu", _gelu_shapes, _gelu_kernel(None), lambda n, i: [_gelu(n, i[0])],
+                inplace=True))
+register(OpSpec("Erf", same_shape, _gelu_kernel("erf"), lambda n, i: [erf(i[0])], inplace=True))
 for _op, _f in (("Sqrt", np.sqrt), ("Exp", np.exp), ("Neg", np.negative), ("Abs", np.absolute),
                 ("Floor", np.floor), ("Ceil", np.ceil)):
     _unary_spec(_op, _ufunc(_f), _f, inplace=True)
