@@ -34,6 +34,9 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_scale,
                   float out_shift) noexcept
     void a2r_gelu(const float *x, float *y, int64_t n, int form) noexcept
+    void a2r_softmax_rows(const float *x, float *y, int64_t rows, int64_t n) noexcept
+    void a2r_layernorm_rows(const float *x, int64_t rows, int64_t n, const float *scale,
+                            const float *bias, float eps, float *y) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                            int64_t top, int64_t left, int64_t oh, int64_t ow, float *y) noexcept
     void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w,
@@ -164,6 +167,21 @@ def tanh(const float[::1] x, float[::1] y, float in_scale=1.0, float out_scale=1
 def gelu(const float[::1] x, float[::1] y, int form):
     with nogil:
         a2r_gelu(&x[0], &y[0], x.shape[0], form)
+
+
+def softmax_rows(const float[::1] x, float[::1] y, int64_t rows, int64_t n):
+    with nogil:
+        a2r_softmax_rows(&x[0], &y[0], rows, n)
+
+
+def layernorm_rows(const float[::1] x, int64_t rows, int64_t n, const float[::1] scale,
+                   const float[::1] bias, float eps, float[::1] y):
+    """bias: None for none."""
+    cdef const float *b = NULL
+    if bias is not None:
+        b = &bias[0]
+    with nogil:
+        a2r_layernorm_rows(&x[0], rows, n, &scale[0], b, eps, &y[0])
 
 
 def resize(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,

@@ -87,6 +87,14 @@
 #define A2R_OPS_gelu(K, a)                                                                      \
     K(a, void, a2r_gelu, (const float *x, float *y, int64_t n, int form), (x, y, n, form))
 
+#define A2R_OPS_rows(K, a)                                                                      \
+    K(a, void, a2r_softmax_rows, (const float *x, float *y, int64_t rows, int64_t n),           \
+      (x, y, rows, n))                                                                          \
+    K(a, void, a2r_layernorm_rows,                                                              \
+      (const float *x, int64_t rows, int64_t n, const float *scale, const float *bias,           \
+       float eps, float *y),                                                                    \
+      (x, rows, n, scale, bias, eps, y))
+
 #define A2R_OPS_pixel_shuffle(K, a)                                                             \
     K(a, void, a2r_pixel_shuffle,                                                               \
       (const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t top,       \
@@ -178,6 +186,7 @@
     A2R_OPS_silu(K, a)                                                                          \
     A2R_OPS_tanh(K, a)                                                                          \
     A2R_OPS_gelu(K, a)                                                                          \
+    A2R_OPS_rows(K, a)                                                                          \
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \

@@ -87,6 +87,16 @@ void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_sca
 #define A2R_GELU_TANH 2
 void a2r_gelu(const float *x, float *y, int64_t n, int form);
 
+/* softmax_rows: y = e^(x - max) / sum e^(x - max) along each of `rows` contiguous rows of n
+ * floats (ONNX Softmax over the last axis); relative error below 1e-6; y may equal x. */
+void a2r_softmax_rows(const float *x, float *y, int64_t rows, int64_t n);
+
+/* layernorm_rows: y = (x - mean) / sqrt(var + eps) * scale + bias along each of `rows`
+ * contiguous rows of n floats (ONNX LayerNormalization over the last axes), mean and biased
+ * variance of the row; scale: n floats; bias: n floats or NULL; y may equal x. */
+void a2r_layernorm_rows(const float *x, int64_t rows, int64_t n, const float *scale,
+                        const float *bias, float eps, float *y);
+
 /* resize: separable resampling of nc planes (h, w) -> (oh, ow) by tap tables (the ONNX
  * Resize of the executor: model/ops/resize.py makes the tables).
  *   rows[r, j] = sum_{k<ky} wy[k*oh + o] * x[plane, iy[k*oh + o], j]        r = plane*oh + o

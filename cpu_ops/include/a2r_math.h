@@ -219,6 +219,40 @@ static inline a2r_vf a2r_vselect(a2r_vu m, a2r_vf a, a2r_vf b) {
     return (a2r_vf)(((a2r_vu)a & m) | ((a2r_vu)b & ~m));
 }
 
+/* Lane-rotation masks by half, quarter, ... of a register: a2r_vhsum / a2r_vhmax fold the
+ * register onto itself log2(lanes) times (every lane ends with the total; lane 0 is read). */
+#if A2R_VEC_FLOATS == 16
+#define A2R_FOLDS                                                                              \
+    {(a2r_vu){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},                           \
+     (a2r_vu){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},                           \
+     (a2r_vu){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},                           \
+     (a2r_vu){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}}
+#elif A2R_VEC_FLOATS == 8
+#define A2R_FOLDS                                                                              \
+    {(a2r_vu){4, 5, 6, 7, 0, 1, 2, 3}, (a2r_vu){2, 3, 0, 1, 6, 7, 4, 5},                       \
+     (a2r_vu){1, 0, 3, 2, 5, 4, 7, 6}}
+#else
+#define A2R_FOLDS {(a2r_vu){2, 3, 0, 1}, (a2r_vu){1, 0, 3, 2}}
+#endif
+
+/* The sum of the lanes (a fixed order for a given level). */
+static inline float a2r_vhsum(a2r_vf v) {
+    const a2r_vu folds[] = A2R_FOLDS;
+    for (unsigned k = 0; k < sizeof folds / sizeof folds[0]; k++)
+        v += __builtin_shuffle(v, folds[k]);
+    return v[0];
+}
+
+/* The largest lane (NaN lanes are passed over unless all are NaN). */
+static inline float a2r_vhmax(a2r_vf v) {
+    const a2r_vu folds[] = A2R_FOLDS;
+    for (unsigned k = 0; k < sizeof folds / sizeof folds[0]; k++) {
+        const a2r_vf w = __builtin_shuffle(v, folds[k]);
+        v = a2r_vselect((a2r_vu)(w > v), w, v);
+    }
+    return v[0];
+}
+
 static inline a2r_vf a2r_vgelu(a2r_vf x, int form) {
 #define A2R_S(c) a2r_vsplat(c)
     if (form == A2R_GELU_TANH) {

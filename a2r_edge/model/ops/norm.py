@@ -215,10 +215,13 @@ def _ln_build(n, graph, shapes, view, scratch):
     planes, size = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
     scale = operand(graph, view, n.inputs[1])
     bias = operand(graph, view, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
-    norm, affine = _normalise_planes(x, y, planes, size, eps), _affine(y, scale, bias)
     stats = [view(o) if o else None for o in (list(n.outputs[1:3]) + ["", ""])[:2]]
-    if not any(s is not None for s in stats) or x.size == 0:
-        return lambda: (norm(), affine())
+    if x.size == 0:
+        return lambda: None
+    if not any(s is not None for s in stats):   # one pass per row (transformers' token norm)
+        fixed = all(not t or t in graph.consts for t in n.inputs[1:3])
+        return _ln_rows(x, y, x.shape[axis:], scale, bias, eps, fixed)
+    norm, affine = _normalise_planes(x, y, planes, size, eps), _affine(y, scale, bias)
     mean, inv = scratch
     xf = x.reshape(-1)
 
@@ -231,6 +234,23 @@ def _ln_build(n, graph, shapes, view, scratch):
             if out is not None:
                 np.copyto(out.reshape(-1), v)
     return layer_norm_with_stats
+
+
+def _ln_rows(x, y, row, scale, bias, eps, fixed):
+    """Closure: the layernorm_rows kernel over x's rows of shape ``row`` (the normalised axes).
+    Scale and bias broadcast to one row: once when both are constants (``fixed``), else on
+    each run (a run-time tensor; a row's worth)."""
+    size = int(np.prod(row))
+    xf, yf = x.reshape(-1), y.reshape(-1)
+
+    def flat(v):
+        return None if v is None else \
+            np.ascontiguousarray(np.broadcast_to(v, row), np.float32).reshape(-1)
+    if fixed:
+        s, b = flat(scale), flat(bias)
+        return lambda: _kernels.layernorm_rows(xf, x.size // size, size, s, b, eps, yf)
+    return lambda: _kernels.layernorm_rows(xf, x.size // size, size, flat(scale), flat(bias),
+                                           eps, yf)
 
 
 def _ln_scratch(n, shapes, graph):

@@ -1,0 +1,79 @@
+/* rows kernel bodies (contract: a2r_kernels.h). Compiled once per ISA level. Softmax and
+ * LayerNormalization over the last axis of a contiguous (rows, n) array, the attention and
+ * token layers of transformer generators: their rows are short (16-64 in window attention), so
+ * one pass per row over values still in L1, rows shared between threads. Sums are kept in
+ * vector lanes (a2r_vf), then added lane by lane: the order is fixed for a given n and level,
+ * so the result does not depend on the thread count. */
+#include <math.h>
+
+#include "a2r_isa.h"
+#include "a2r_math.h"
+
+/* sum of (x[i] - shift), and with square=1 of its squares, over n floats */
+static inline float row_sum(const float *x, int64_t n, float shift, int square) {
+    a2r_vf acc = a2r_vsplat(0.0f);
+    const a2r_vf vs = a2r_vsplat(shift);
+    int64_t i = 0;
+    for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
+        const a2r_vf d = a2r_vload(x + i) - vs;
+        acc += square ? d * d : d;
+    }
+    float s = a2r_vhsum(acc);
+    for (; i < n; i++) s += square ? (x[i] - shift) * (x[i] - shift) : x[i] - shift;
+    return s;
+}
+
+void A2R_KERNEL(a2r_softmax_rows)(const float *x, float *y, int64_t rows, int64_t n) {
+    /* y may equal x: each row is read before it is written. */
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (rows * n > A2R_PAR_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float m = xr[0];
+        int64_t i = 0;
+        if (n >= A2R_VEC_FLOATS) {
+            a2r_vf vmax = a2r_vload(xr);
+            for (i = A2R_VEC_FLOATS; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
+                const a2r_vf v = a2r_vload(xr + i);
+                vmax = a2r_vselect((a2r_vu)(v > vmax), v, vmax);
+            }
+            m = a2r_vhmax(vmax);
+        }
+        for (; i < n; i++) m = xr[i] > m ? xr[i] : m;
+        /* e^(x - m) = e^-(m - x), m - x >= 0 (NaN kept); 0 beyond A2R_SILU_HI (below 1e-38),
+         * so a -inf score (a mask) weighs exactly 0 */
+        const a2r_vf vm = a2r_vsplat(m), lo = a2r_vsplat(A2R_SILU_LO), hi = a2r_vsplat(A2R_SILU_HI);
+        a2r_vf acc = a2r_vsplat(0.0f);
+        for (i = 0; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
+            const a2r_vf d = vm - a2r_vload(xr + i);
+            const a2r_vf e = (a2r_vf)((a2r_vu)a2r_vexpneg(a2r_vclamp(d, lo, hi)) & ~(a2r_vu)(d > hi));
+            a2r_vstore(yr + i, e);
+            acc += e;
+        }
+        float s = a2r_vhsum(acc);
+        for (; i < n; i++) {
+            const float d = m - xr[i];
+            yr[i] = d > A2R_SILU_HI ? 0.0f : a2r_expneg1(d < A2R_SILU_LO ? A2R_SILU_LO : d);
+            s += yr[i];
+        }
+        const float inv = 1.0f / s;
+        for (i = 0; i < n; i++) yr[i] *= inv;
+    }
+}
+
+void A2R_KERNEL(a2r_layernorm_rows)(const float *x, int64_t rows, int64_t n, const float *scale,
+                                    const float *bias, float eps, float *y) {
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (rows * n > A2R_PAR_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        /* sums of x - x[0]: a large common offset does not cost the mean its digits */
+        const float mean = xr[0] + row_sum(xr, n, xr[0], 0) / (float)n;
+        const float var = row_sum(xr, n, mean, 1) / (float)n;
+        const float inv = (float)(1.0 / sqrt((double)var + (double)eps));
+        if (bias)
+            for (int64_t i = 0; i < n; i++) yr[i] = A2R_MADD(xr[i] - mean, inv * scale[i], bias[i]);
+        else
+            for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * (inv * scale[i]);
+    }
+}
