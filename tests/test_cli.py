@@ -73,6 +73,9 @@ def test_refuses_to_overwrite_an_input(tmp_path, model):
     (["in.png", "-o", "x.png", "--precision", "fp16"],
      "a2r_edge convert: error: argument --precision: invalid choice: 'fp16'"),
     (["in.png"], "a2r_edge convert: error: the following arguments are required: -o"),
+    (["in.png", "-o", ""], "-o/--output is empty"),   # not the current folder
+    (["in.png", "-o", "in.png/x.png"], "cannot create the output folder in.png: in.png is a file"),
+    (["in.png", "-o", "in.png/sub/x.png"], "in.png is a file"),
 ])
 def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
     save(tmp_path / "in.png", (8, 8, 3))
@@ -80,8 +83,9 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, model, args, match):
         args = args + ["--model", model]
     p = cli("convert", *args, cwd=tmp_path)
     assert p.returncode == 2
-    assert match in p.stderr and "Traceback" not in p.stderr
+    assert match in p.stderr and "Traceback" not in p.stderr and "Errno" not in p.stderr
     assert p.stderr.count("\n") == 1, p.stderr   # no usage block
+    assert os.listdir(tmp_path) == ["in.png"]     # nothing written
 
 
 def test_every_command_reports_usage_errors_in_one_line():

@@ -59,6 +59,24 @@ def test_style_fifo_is_refused_not_waited_on(tmp_path, model):
     assert "not a regular file" in one_error_line(p)
 
 
+def test_style_folder_is_named(tmp_path, model):
+    save(tmp_path / "a.png", (8, 8, 3))
+    (tmp_path / "ref").mkdir()
+    p = cli("convert", tmp_path / "a.png", "-o", tmp_path / "b.png", "--model", model,
+            "--style", tmp_path / "ref")
+    assert p.returncode == 2
+    assert one_error_line(p) == f"a2r_edge: error: {tmp_path / 'ref'}: a folder, not a regular file"
+
+
+def test_fifo_input_is_said_to_be_a_pipe(tmp_path, model):
+    os.mkfifo(tmp_path / "pipe.png")
+    p = cli("convert", tmp_path / "pipe.png", "-o", tmp_path / "b.png", "--model", model,
+            timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert f"{tmp_path / 'pipe.png'}: a pipe (FIFO), not a picture file or folder" in p.stderr
+    assert "no such file" not in p.stderr
+
+
 def test_one_missing_input_makes_no_folder_of_the_output_name(tmp_path, model):
     p = cli("convert", tmp_path / "bad.png", "-o", tmp_path / "outs" / "y.png", "--model", model)
     assert p.returncode == 2 and "no such file" in p.stderr
@@ -80,6 +98,21 @@ def test_subfolders_are_counted_and_converted_with_recursive(tmp_path, model):
     assert p.returncode == 0, p.stderr
     assert "converted 3 of 3" in p.stdout
     assert cv2.imread(str(tmp_path / "tree" / "sub" / "deeper" / "c.jpg")).shape == (10, 8, 3)
+
+
+def test_symbolic_links_to_folders_are_not_followed(tmp_path, model):
+    """Two links up the tree (a loop): each picture once, the links counted in the note."""
+    src = tmp_path / "in"
+    (src / "a").mkdir(parents=True)
+    save(src / "a" / "p.png", (8, 8, 3))
+    (src / "a" / "up").symlink_to("..")
+    (src / "a" / "up2").symlink_to("..")
+    p = cli("convert", src, "-o", tmp_path / "out", "--model", model, "--recursive", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "converted 1 of 1" in p.stdout
+    assert "2 symbolic link(s) to folders (not followed" in p.stderr
+    assert sorted(str(f.relative_to(tmp_path / "out")) for f in (tmp_path / "out").rglob("*")) \
+        == ["a", "a/p.png"]
 
 
 def test_bgra_to_jpg_is_put_on_a_background_and_said(tmp_path, model):

@@ -160,6 +160,16 @@ def test_profile_loading(tmp_path, monkeypatch):
         system.load_profile()
 
 
+def test_a_failed_json_write_leaves_no_temporary_file(tmp_path):
+    (tmp_path / "profile.json").mkdir()   # the rename onto a folder fails
+    with pytest.raises(IsADirectoryError):
+        system.write_json_atomic(str(tmp_path / "profile.json"), {"source": "measured"})
+    assert os.listdir(tmp_path) == ["profile.json"]
+    with pytest.raises(TypeError):        # so does a value JSON cannot hold
+        system.write_json_atomic(str(tmp_path / "p.json"), {"source": object()})
+    assert os.listdir(tmp_path) == ["profile.json"]
+
+
 def test_cache_dir_defaults(monkeypatch, tmp_path):
     monkeypatch.delenv("A2R_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -1,6 +1,6 @@
 """Picture files within limits: headers that lie or hide (GIF named .png, a JPEG frame header
 after 64 KiB of padding, TIFF), OpenCV's own decoder limit, the decoded size, file size before
-reading, FIFOs, OS/2 bitmaps."""
+reading, FIFOs and folders, OS/2 bitmaps; the EXIF orientation of JPEG, PNG and WebP."""
 import os
 import struct
 import subprocess
@@ -91,8 +91,15 @@ def test_a_file_larger_than_any_picture_is_not_read(tmp_path):
 
 def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "pipe.png")
-    with pytest.raises(pio.InputError, match="not a regular file"):
+    with pytest.raises(pio.InputError, match=r"pipe.png: a pipe \(FIFO\), not a regular file"):
         pio.read_bytes(tmp_path / "pipe.png")
+
+
+def test_a_folder_is_refused_by_its_name(tmp_path):
+    (tmp_path / "ref.png").mkdir()
+    with pytest.raises(pio.InputError) as info:
+        pio.read_bytes(tmp_path / "ref.png")
+    assert str(info.value) == f"{tmp_path / 'ref.png'}: a folder, not a regular file"
 
 
 def os2_bitmap(img):
@@ -139,3 +146,84 @@ def test_stale_temporaries_are_found_by_name(tmp_path):
     tmp = pio.private_temp(out)
     (tmp_path / "other.png").write_bytes(b"")
     assert pio.stale_temps(out) == [tmp]
+
+
+# --- EXIF orientation: pictures are turned as viewers show them --------------------------------
+
+def exif(orientation, order=">"):
+    """An EXIF block (a TIFF structure, big- or little-endian) holding one tag: Orientation."""
+    head = b"MM\x00*" if order == ">" else b"II*\x00"
+    return (head + struct.pack(order + "IHHHI", 8, 1, 274, 3, 1) +
+            struct.pack(order + "HH", orientation, 0) + struct.pack(order + "I", 0))
+
+
+def jpeg_with_exif(img, block):
+    data = cv2.imencode(".jpg", img)[1].tobytes()
+    app1 = b"Exif\x00\x00" + block
+    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + data[2:]
+
+
+def png_with_exif(img, block):
+    data = cv2.imencode(".png", img)[1].tobytes()
+    chunk = (struct.pack(">I", len(block)) + b"eXIf" + block +
+             struct.pack(">I", zlib.crc32(b"eXIf" + block)))
+    return data[:33] + chunk + data[33:]  # after the 33 bytes of signature and IHDR
+
+
+def webp_with_exif(img, block):
+    """A lossless WebP in the extended (VP8X) layout with an EXIF chunk after the picture."""
+    data = cv2.imencode(".webp", img, [cv2.IMWRITE_WEBP_QUALITY, 101])[1].tobytes()
+    h, w = img.shape[:2]
+    flags = 0x08 | (0x10 if img.shape[2] == 4 else 0)  # EXIF, alpha
+    vp8x = (b"VP8X" + struct.pack("<I", 10) + bytes([flags, 0, 0, 0]) +
+            (w - 1).to_bytes(3, "little") + (h - 1).to_bytes(3, "little"))
+    body = b"WEBP" + vp8x + data[12:] + b"EXIF" + struct.pack("<I", len(block)) + block + \
+        b"\x00" * (len(block) & 1)
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def decode(data):
+    return pio.decode_picture(np.frombuffer(data, np.uint8), Path("x"))
+
+
+def test_jpeg_exif_orientations_are_applied_as_opencv_shows_them():
+    """OpenCV's IMREAD_COLOR applies the EXIF orientation (as viewers do); IMREAD_UNCHANGED,
+    which keeps alpha and 16 bits, does not: decode_picture must match the former."""
+    rng = np.random.default_rng(2)
+    img = cv2.resize(rng.integers(0, 256, (4, 6, 3), dtype=np.uint8), (60, 40),
+                     interpolation=cv2.INTER_NEAREST)
+    for orientation in range(1, 9):
+        for order in "<>":
+            data = jpeg_with_exif(img, exif(orientation, order))
+            shown = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+            got = decode(data)
+            assert got.shape == ((40, 60, 3) if orientation < 5 else (60, 40, 3))
+            np.testing.assert_array_equal(got, shown, err_msg=f"orientation {orientation}")
+
+
+@pytest.mark.parametrize("make", [png_with_exif, webp_with_exif])
+def test_png_and_webp_exif_orientation_keeps_alpha_and_16_bits(make):
+    rng = np.random.default_rng(3)
+    bgra = rng.integers(0, 256, (5, 7, 4), dtype=np.uint8)
+    bgra[..., 3] = rng.integers(1, 255, (5, 7))  # alpha to keep
+    for img in (bgra, bgra[..., :3]):
+        np.testing.assert_array_equal(decode(make(img, exif(6))), np.rot90(img, -1))  # 90 cw
+        np.testing.assert_array_equal(decode(make(img, exif(3, "<"))), np.rot90(img, 2))
+    if make is png_with_exif:
+        deep = rng.integers(0, 65536, (5, 7, 4), dtype=np.uint16)
+        data = make(deep, exif(8))
+        assert pio.is_16_bit(np.frombuffer(data, np.uint8))
+        rounded = cv2.convertScaleAbs(deep, alpha=1 / 257)
+        np.testing.assert_array_equal(decode(data), np.rot90(rounded, 1))  # 90 ccw
+
+
+def test_damaged_exif_blocks_leave_the_picture_as_stored():
+    img = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
+    good = exif(6)
+    for block in (good[:10], good[:8] + b"\xff" * 6, good[:4] + struct.pack(">I", 1 << 30),
+                  exif(9), exif(0), b""):
+        for make in (jpeg_with_exif, png_with_exif, webp_with_exif):
+            data = make(img, block)
+            assert pio.exif_orientation(memoryview(data)) == 1
+            stored = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+            np.testing.assert_array_equal(decode(data), stored)

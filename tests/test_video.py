@@ -133,6 +133,9 @@ def test_file_mode_max_frames_and_resize(package, tmp_path):
 @pytest.mark.parametrize("argv,match", [
     (["--input", "/nonexistent/x.avi"], "no such file"),
     (["--input", "__NOTVIDEO__"], "not a video"),
+    (["--input", "__DIR__"], "a folder, not a video file"),
+    (["--input", "__VIDEO__", "--size", "100000x100000"],   # refused before a resize to it
+     "--size 100000x100000 is 10000000000 pixels, more than the limit A2R_MAX_PIXELS="),
     (["--input", "__VIDEO__", "--output", "x.gif"], "use a .mp4/.webm/.avi file name"),
     (["--input", "__VIDEO__", "--size", "12"], "WxH"),
     (["--input", "__VIDEO__", "--smooth", "1.5"], "smooth"),
@@ -146,13 +149,30 @@ def test_bad_arguments_one_line_exit_2(package, tmp_path, capsys, argv, match):
     bad.write_bytes(b"not a video at all")
     good = tmp_path / "ok.avi"
     write_video(good, 2)
-    argv = [{"__NOTVIDEO__": str(bad), "__VIDEO__": str(good)}.get(a, a) for a in argv]
+    argv = [{"__NOTVIDEO__": str(bad), "__VIDEO__": str(good), "__DIR__": str(tmp_path)}.get(a, a)
+            for a in argv]
     argv = [str(tmp_path / a) if a == "x.gif" else a for a in argv]
     with pytest.raises(SystemExit) as exc_info:
         sys.exit(video.main(argv + ["--model", str(package)]))
     assert exc_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert match in err and len(err.splitlines()) == 1
+
+
+def test_a_file_ending_before_its_frame_count_is_warned_about(package, tmp_path, capsys):
+    """The first 70 % of a 20-frame AVI: its header still announces 20 frames."""
+    full, cut, dst = tmp_path / "full.avi", tmp_path / "cut.avi", tmp_path / "out.avi"
+    write_video(full, 20)
+    cut.write_bytes(full.read_bytes()[:full.stat().st_size * 7 // 10])
+    assert video.main(["--input", str(cut), "--output", str(dst), "--model", str(package)]) == 0
+    got, _ = read_video(dst)
+    assert 0 < len(got) < 20
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [f"a2r_edge.video: warning: {cut} ended after {len(got)} of the 20 frames "
+                        f"it announces (truncated or damaged?)"]
+    assert video.main(["--input", str(full), "--output", str(dst), "--model", str(package),
+                       "--max-frames", "5"]) == 0   # stopped by --max-frames: no warning
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_ctrl_c_finalises_the_output(package, tmp_path):

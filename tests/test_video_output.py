@@ -118,6 +118,28 @@ def test_progress_and_the_note_without_output(tmp_path, package):
     assert "frame 1/5" in p.stderr and "fps" in p.stderr and "ETA" in p.stderr
 
 
+def test_a_picture_as_input_shows_no_frame_total(tmp_path, package):
+    """OpenCV reads a picture as a one-frame video whose frame count is -2^63: unknown."""
+    cv2.imwrite(str(tmp_path / "in.png"), np.full((48, 64, 3), 90, np.uint8))
+    p = run_video("--input", tmp_path / "in.png", "--model", package)
+    assert p.returncode == 0, p.stderr
+    progress = [line for line in p.stderr.splitlines() if line.startswith("frame ")]
+    assert progress and all(line.startswith("frame 1  ") for line in progress), p.stderr
+
+
+def test_missing_output_folders_are_created(tmp_path, package):
+    src = tmp_path / "in.avi"
+    write_video(src, 2)
+    p = run_video("--input", src, "--output", tmp_path / "new" / "a" / "x.webm", "--model",
+                  package)
+    assert p.returncode == 0, p.stderr
+    assert frames_in(tmp_path / "new" / "a" / "x.webm") == 2
+    p = run_video("--input", src, "--output", src / "x.webm", "--model", package)
+    assert p.returncode == 2 and "Errno" not in p.stderr
+    assert p.stderr.splitlines() == [f"a2r_edge.video: error: cannot create the output folder "
+                                     f"{src}: {src} is a file"]
+
+
 @pytest.mark.parametrize("index", ["-1", "-2147483648", "x"])
 def test_bad_camera_index_is_one_line(package, index):
     p = run_video("--camera", index, "--model", package, timeout=60)

@@ -17,6 +17,17 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (counts, sizes, threads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
 def one_line_warnings(prog: str) -> None:
     """Warnings as the commands print errors: one line each, "<prog>: warning: ..." (Python's
     default adds the source line of the warn() call, which tells a user nothing)."""

@@ -29,13 +29,15 @@ import os
 import platform
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 
+from ..picture.io import make_folder
 from ..runtime import measure
 from ..runtime.measure import (StageChain, bench_model, copy_bandwidth, fma_peak, lowp_peak,
                                median_time)
-from . import OneLineParser
+from . import OneLineParser, positive_int
 from .convert import PRECISION_CHOICES
 
 SCHEMA = "a2r_edge.profile/1"
@@ -180,7 +182,8 @@ class Progress:
 def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
               progress: bool = True, precision: str = "fp32") -> dict:
     """Measure and return the profile dict (profiles/schema.json). precision: of the native
-    stages' convolutions ("auto": each stage chooses on its first run, model/precision.py)."""
+    stages' convolutions ("auto": each stage chooses on its first run, model/precision.py).
+    ValueError before anything is measured for a size the model cannot take."""
     import a2r_edge
     from ..runtime import cpu, scheduler, system
 
@@ -192,6 +195,7 @@ def run_bench(*, quick: bool = False, threads: int | None = None, sizes=None,
     tmp = tempfile.TemporaryDirectory(prefix="a2r_bench_")
     try:
         model, which = bench_model(tmp.name)
+        check_sizes(sizes, model.stride, which)
         notes.append(f"model: {which}")
         if precision != "fp32":
             notes.append(f"native stages' convolutions at precision {precision}")
@@ -325,14 +329,28 @@ def format_table(profile: dict) -> str:
     return "\n".join(lines)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def check_sizes(sizes, stride: int, which: str) -> None:
+    """The stages are timed on square pictures of each size as they are, unpadded (a
+    conversion pads to the stride, picture/forward.py): a size that is not a multiple of the
+    model's stride comes out of its decoder at another size. ValueError naming them."""
+    bad = [s for s in sizes if s % stride]
+    if bad:
+        near = sorted({s + -s % stride for s in bad})
+        raise ValueError(f"stage size(s) {', '.join(map(str, bad))}: the model ({which}) takes "
+                         f"multiples of its stride {stride}, e.g. {', '.join(map(str, near))}")
+
+
+def check_json_path(path: str) -> None:
+    """--json PATH, checked before the run (minutes) so that its results can be written: a
+    file name whose folder exists or is created now. ValueError in one line otherwise."""
+    if not path:
+        raise ValueError("--json is empty: give a file name")
+    if Path(path).is_dir():
+        raise ValueError(f"--json {path} is a folder: give a file name")
+    folder = Path(path).parent
+    make_folder(folder)
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--json {path}: cannot write in {folder}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,10 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the profile JSON here")
     parser.add_argument("--save-profile", action="store_true",
                         help="store the profile in the per-machine cache the scheduler reads")
-    parser.add_argument("--threads", type=_positive, metavar="N",
+    parser.add_argument("--threads", type=positive_int, metavar="N",
                         help="threads for ops and stages; roofline at 1..N (default: the "
                              "kernels' thread count)")
-    parser.add_argument("--sizes", type=_positive, nargs="+", metavar="S",
+    parser.add_argument("--sizes", type=positive_int, nargs="+", metavar="S",
                         help=f"stage sizes (default {' '.join(map(str, CANONICAL_SIZES))}; "
                              f"--quick: 256)")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -357,19 +375,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from ..runtime import system
     try:
+        if args.json is not None:
+            check_json_path(args.json)
         profile = run_bench(quick=args.quick, threads=args.threads, sizes=args.sizes,
                             progress=not args.no_progress, precision=args.precision)
+        print(format_table(profile))
+        if args.json is not None:
+            system.write_json_atomic(args.json, profile)
+            print(f"\nprofile written to {args.json}")
+        if args.save_profile:
+            path = system.profile_path()
+            system.write_json_atomic(path, profile)
+            print(f"profile saved for this machine: {path}")
     except (ValueError, OSError, ImportError) as exc:
-        sys.stderr.write(f"a2r_edge.bench: error: {exc}\n")
+        sys.stderr.write(f"a2r_edge.bench: error: {' '.join(str(exc).split())}\n")
         return 2
-    print(format_table(profile))
-    if args.json:
-        system.write_json_atomic(args.json, profile)
-        print(f"\nprofile written to {args.json}")
-    if args.save_profile:
-        path = system.profile_path()
-        system.write_json_atomic(path, profile)
-        print(f"profile saved for this machine: {path}")
     return 0
 
 

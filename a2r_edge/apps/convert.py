@@ -1,9 +1,10 @@
 """``python -m a2r_edge convert``: pictures in, converted pictures out.
 
 Inputs are files or folders (their png, jpg, jpeg, webp, bmp files; subfolders with
---recursive, else counted in a note). With one input that is not a folder, -o names the output
-file (or an existing folder); otherwise -o is a folder, created if needed, and each output keeps
-its input's name (and subfolder). Every output is written to a private temporary file in the
+--recursive, else counted in a note; symbolic links to folders inside them are counted, never
+followed). With one input that is not a folder, -o names the output file (or an existing
+folder); otherwise -o is a folder, created if needed, and each output keeps its input's name
+(and subfolder). Every output is written to a private temporary file in the
 target folder and renamed into place, so an interrupted run never leaves half a picture; an
 output equal to an input is refused unless --overwrite. A bad or unreadable input is reported
 in one line and skipped; the exit code is then 2, and the summary lists every failure at the
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
-                          loses_alpha, output_complete, read_bytes, read_picture, stale_temps,
-                          write_bytes)
+                          loses_alpha, make_folder, not_a_file, output_complete, read_bytes,
+                          read_picture, stale_temps, write_bytes)
 
 if TYPE_CHECKING:  # loaded late (model/ pulls in the native kernels)
     from ..model.conventions import Conventions
@@ -117,7 +118,8 @@ def add_parser(sub) -> None:
                         "stage that fails) instead of running it on onnxruntime (or the CPU)")
     p.add_argument("-r", "--recursive", action="store_true",
                    help="also convert the pictures in subfolders of INPUT folders (the outputs "
-                        "keep the subfolder layout under OUTPUT)")
+                        "keep the subfolder layout under OUTPUT; symbolic links to folders are "
+                        "not followed)")
     p.add_argument("--background", type=colour, metavar="COLOUR",
                    help="for outputs without transparency (.jpg): the colour transparent parts "
                         "of a BGRA picture are put on, #rrggbb (default: white, with a note)")
@@ -256,15 +258,16 @@ def _ray_address(value: str) -> str:
 class Inputs:
     """The pictures to convert: ``files`` in order, each with ``names[i]``, its output path
     relative to the output folder (the file name; with --recursive the path below its input
-    folder); ``errors``: lines for inputs that do not exist; ``skipped_folders`` and
-    ``skipped_files``: what the folders held that is not converted (subfolders without
-    --recursive, files of other types), counted for the summary."""
+    folder); ``errors``: lines for inputs that do not exist or are not files or folders;
+    ``skipped_folders``, ``skipped_links`` and ``skipped_files``: what the folders held that is
+    not converted (subfolders without --recursive, symbolic links to folders, files of other
+    types), counted for the summary."""
 
     def __init__(self):
         self.files: list[Path] = []
         self.names: list[Path] = []
         self.errors: list[str] = []
-        self.skipped_folders = self.skipped_files = 0
+        self.skipped_folders = self.skipped_links = self.skipped_files = 0
 
     def add_folder(self, folder: Path, recursive: bool) -> None:
         found = []
@@ -273,7 +276,9 @@ class Inputs:
             here = stack.pop()
             for q in sorted(here.iterdir()):
                 if q.is_dir():
-                    if recursive:
+                    if q.is_symlink():  # not followed: a link up the tree would loop
+                        self.skipped_links += 1
+                    elif recursive:
                         stack.append(q)
                     else:
                         self.skipped_folders += 1
@@ -292,6 +297,9 @@ class Inputs:
         parts = []
         if self.skipped_folders:
             parts.append(f"{self.skipped_folders} subfolder(s) (--recursive converts them)")
+        if self.skipped_links:
+            parts.append(f"{self.skipped_links} symbolic link(s) to folders (not followed; "
+                         f"give them as inputs)")
         if self.skipped_files:
             parts.append(f"{self.skipped_files} file(s) not {'/'.join(EXTENSIONS)}")
         return "not converted: " + ", ".join(parts) if parts else ""
@@ -304,11 +312,11 @@ def collect_inputs(items: list[str], recursive: bool = False) -> Inputs:
         p = Path(item)
         if p.is_dir():
             found.add_folder(p, recursive)
-        elif p.is_file():
+        elif (why := not_a_file(p, "picture file or folder")) is None:
             found.files.append(p)
             found.names.append(Path(p.name))
         else:
-            found.errors.append(f"{p}: no such file or folder")
+            found.errors.append(f"{p}: {why}")
     return found
 
 
@@ -317,6 +325,8 @@ def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path
     for missing inputs). One input that is not a folder: -o is the output file (a folder only
     when it exists as one). ValueError for a usage error (bad output name, name clashes, an
     input as output)."""
+    if not args.output:  # Path("") is the current folder
+        raise ValueError("-o/--output is empty: give an output file or folder")
     found = collect_inputs(args.inputs, getattr(args, "recursive", False))
     files = found.files
     out_arg = Path(args.output)
@@ -327,7 +337,7 @@ def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path
                              f"or an existing folder")
         targets = [out_arg] * len(files)
         if files:
-            out_arg.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(out_arg.parent)
     else:
         if out_arg.exists() and not out_arg.is_dir():
             raise ValueError(f"output {out_arg} is a file; several inputs need an output folder")
@@ -337,7 +347,7 @@ def plan_outputs(args: argparse.Namespace) -> tuple[list[Path], list[Path], Path
         if dup:
             raise ValueError(f"several inputs would write the same output name: {', '.join(dup)}")
         for folder in sorted({t.parent for t in targets}):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folder(folder)
     inputs = {f.resolve() for f in files}
     if not args.overwrite:
         for t in targets:

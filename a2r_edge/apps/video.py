@@ -12,15 +12,17 @@ stderr; --metrics-port serves Prometheus metrics during the run (runtime/metrics
 Camera: a grabber thread keeps only the newest frame (stale frames are dropped and counted, the
 opencv #13145 problem); a lost camera is reopened a few times, then the run stops with a clear
 message. File: every frame is converted, in order, none dropped; the output keeps the source's
-fps and size and is written to a private temporary file, checked to hold every frame and renamed
-into place at the end, so it is always finalised and playable, also after Ctrl-C; a failed write
-(a full disk) is an error and leaves nothing under the final name. The frames run through ``Engine.stream`` (preprocess,
-network and postprocess pipelined over threads). Against flicker the AdaIN content statistics
+fps and size and is written to a private temporary file (its folder created when missing),
+checked to hold every frame and renamed into place at the end, so it is always finalised and
+playable, also after Ctrl-C; a failed write (a full disk) is an error and leaves nothing under
+the final name. The frames run through ``Engine.stream`` (preprocess, network and postprocess
+pipelined over threads). Against flicker the AdaIN content statistics
 (and the ROI box, when a detector is used, and with --style the frame's own colour statistics
 that the colour step maps onto the reference's) are smoothed over time:
 s = a * s_prev + (1 - a) * x with a = --smooth. At the end a summary: fps, per-stage latency
 (median, p95), frames dropped.
-Bad arguments or an unreadable input: one line, exit code 2; camera lost: exit code 1.
+Bad arguments or an unreadable input: one line, exit code 2; camera lost: exit code 1; a file
+that ends before the frame count its header states: one warning line (the frames read are kept).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import numpy as np
 
 from .. import _settings
 from ..picture import roi
-from ..picture.io import read_picture
+from ..picture.io import make_folder, not_a_file, read_picture
 from . import OneLineParser, one_line_warnings
 from .convert import (add_placement_options, add_strength_option, add_style_options,
                       check_style_options)
@@ -360,8 +362,17 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
 
     if args.max_frames is not None and args.max_frames < 1:
         raise UsageError(f"--max-frames must be >= 1, got {args.max_frames}")
+    limit = _settings.get("A2R_MAX_PIXELS")
+    if args.size and args.size[0] * args.size[1] > limit:  # before a frame is resized to it
+        w, h = args.size
+        raise UsageError(f"--size {w}x{h} is {w * h} pixels, more than the limit "
+                         f"A2R_MAX_PIXELS={limit}")
     check_style_options(args)
     out_path = check_output(args)
+    if args.input is not None and (why := not_a_file(Path(args.input), "video file")):
+        raise UsageError(f"{args.input}: {why}")
+    if out_path is not None:
+        make_folder(out_path.parent)  # as convert does: the writer's temporary file goes there
     if args.show:
         try:
             cv2.namedWindow("a2r_edge", cv2.WINDOW_NORMAL)
@@ -374,8 +385,6 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         source, fps, size, total = iter(grabber), DEFAULT_CAMERA_FPS, None, None
     else:
         path = Path(args.input)
-        if not path.is_file():
-            raise UsageError(f"{path}: no such file")
         cap = cv2.VideoCapture(str(path))
         ok, first = cap.read() if cap.isOpened() else (False, None)
         if not ok:
@@ -384,7 +393,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
                              f"format)")
         fps = cap.get(cv2.CAP_PROP_FPS)
         fps = fps if fps and np.isfinite(fps) and fps > 0 else DEFAULT_CAMERA_FPS
-        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) or None
+        count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+        total = count if count > 0 else None  # a picture read as a video says -2^63: unknown
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
     engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth),
@@ -396,6 +406,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         if engine.model.stage("adain") is None:
             raise UsageError(f"model {engine.model.name!r} has no AdaIN stage: --style does not "
                              f"apply")
+    announced = total  # the frame count the file's header states (None: camera, not stated)
     if args.max_frames is not None:
         source = itertools.islice(source, args.max_frames)
         total = min(total or args.max_frames, args.max_frames)
@@ -462,6 +473,9 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
             metrics.close()
     if code:
         print(f"a2r_edge.video: error: {note}", file=sys.stderr)
+    elif announced and not note and frames < total:  # the file ended early, not the user
+        print(f"a2r_edge.video: warning: {args.input} ended after {frames} of the {announced} "
+              f"frames it announces (truncated or damaged?)", file=sys.stderr)
     if not args.quiet:
         print(summary(frames, elapsed, engine.latency(), grabber.dropped if grabber else 0,
                       note) + (f"\noutput: {out_path} ({codec_note(writer.codec)})"

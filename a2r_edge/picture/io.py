@@ -42,13 +42,14 @@ def max_file_bytes(max_pixels: int) -> int:
     return max_pixels * MAX_BYTES_PER_PIXEL + METADATA_BYTES
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) of a JPEG's first frame header (SOFn), walking every segment (padding
-    0xFF bytes and application segments of any length before it)."""
+def _jpeg_segments(data: bytes):
+    """(marker, offset of its 0xFF) of each JPEG segment with a length field, in order, walking
+    padding 0xFF bytes and application segments of any length; stops at bytes that are not a
+    segment."""
     i, n = 2, len(data)
     while i + 4 <= n:
         if data[i] != 0xFF:
-            return None
+            return
         marker = data[i + 1]
         if marker == 0xFF:  # fill byte
             i += 1
@@ -56,23 +57,35 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
             i += 2
             continue
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            if i + 9 > n:
+        yield marker, i
+        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+
+
+def _is_jpeg_frame(marker: int) -> bool:
+    """SOFn: the frame header (0xC4, 0xC8, 0xCC are other segments in that range)."""
+    return 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC)
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a JPEG's first frame header (SOFn)."""
+    for marker, i in _jpeg_segments(data):
+        if _is_jpeg_frame(marker):
+            if i + 9 > len(data):
                 return None
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
             return w, h
-        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
     return None
 
 
-def _tiff_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from a TIFF's first IFD (tags ImageWidth 256, ImageLength 257)."""
+def _tiff_tags(data: bytes, tags: tuple[int, ...]) -> dict[int, int]:
+    """{tag: value} of the SHORT or LONG ``tags`` found in a TIFF structure's first IFD (a TIFF
+    file, or the EXIF block of a JPEG, PNG or WebP: offsets count from its "II*"/"MM*" head)."""
     order = "<" if data[:2] == b"II" else ">"
     if len(data) < 8:
-        return None
+        return {}
     ifd = struct.unpack(order + "I", data[4:8])[0]
     if ifd + 2 > len(data):
-        return None
+        return {}
     count = struct.unpack(order + "H", data[ifd:ifd + 2])[0]
     found = {}
     for k in range(count):
@@ -80,10 +93,74 @@ def _tiff_size(data: bytes) -> tuple[int, int] | None:
         if e + 12 > len(data):
             break
         tag, kind = struct.unpack(order + "HH", data[e:e + 4])
-        if tag in (256, 257):
+        if tag in tags:
             fmt = order + ("H" if kind == 3 else "I")
             found[tag] = struct.unpack(fmt, data[e + 8:e + 8 + struct.calcsize(fmt)])[0]
+    return found
+
+
+def _tiff_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a TIFF's first IFD (tags ImageWidth 256, ImageLength 257)."""
+    found = _tiff_tags(data, (256, 257))
     return (found[256], found[257]) if len(found) == 2 else None
+
+
+EXIF_ORIENTATION = 274  # the TIFF/EXIF tag: how the stored pixels are turned for display
+
+
+def _exif_block(data: bytes):
+    """The EXIF block (a TIFF structure) of a JPEG (APP1 "Exif"), PNG (eXIf chunk) or WebP
+    (EXIF chunk), None when there is none. (TIFF files are left out: OpenCV's TIFF decoder
+    applies their Orientation tag itself, also under IMREAD_UNCHANGED.)"""
+    n = len(data)
+    if data[:2] == b"\xff\xd8":
+        for marker, i in _jpeg_segments(data):
+            if _is_jpeg_frame(marker) or marker == 0xDA:  # EXIF comes before the picture
+                return None
+            if marker == 0xE1 and data[i + 4:i + 10] == b"Exif\x00\x00":
+                return data[i + 10:i + 2 + struct.unpack(">H", data[i + 2:i + 4])[0]]
+        return None
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        i = 8
+        while i + 8 <= n:
+            length, kind = struct.unpack(">I", data[i:i + 4])[0], data[i + 4:i + 8]
+            if kind == b"eXIf":
+                return data[i + 8:i + 8 + length]
+            if kind == b"IEND":
+                return None
+            i += 12 + length
+        return None
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        i = 12
+        while i + 8 <= n:
+            kind, length = data[i:i + 4], struct.unpack("<I", data[i + 4:i + 8])[0]
+            if kind == b"EXIF":
+                block = data[i + 8:i + 8 + length]
+                # some writers keep JPEG's "Exif\0\0" prefix in the chunk
+                return block[6:] if block[:6] == b"Exif\x00\x00" else block
+            i += 8 + length + (length & 1)  # chunks are padded to an even size
+    return None
+
+
+def exif_orientation(data: bytes) -> int:
+    """The EXIF Orientation (1..8) a JPEG, PNG or WebP file states; 1 (as stored) when it
+    states none or another value."""
+    block = _exif_block(data)
+    value = _tiff_tags(block, (EXIF_ORIENTATION,)).get(EXIF_ORIENTATION) if block else None
+    return value if value in range(1, 9) else 1
+
+
+def orient(img: np.ndarray, orientation: int) -> np.ndarray:
+    """``img`` turned as viewers show a picture of that EXIF ``orientation`` (the stored rows
+    and columns of 2..8 mirrored and/or transposed; OpenCV's IMREAD_COLOR does the same, but
+    IMREAD_UNCHANGED, which keeps alpha and 16 bits, does not)."""
+    if orientation >= 5:
+        img = img.swapaxes(0, 1)
+    if orientation in (3, 4, 7, 8):
+        img = img[::-1]
+    if orientation in (2, 3, 6, 7):
+        img = img[:, ::-1]
+    return np.ascontiguousarray(img)
 
 
 def declared_size(head: bytes) -> tuple[int, int] | None:
@@ -118,6 +195,40 @@ def declared_size(head: bytes) -> tuple[int, int] | None:
     return None
 
 
+def file_kind(mode: int) -> str:
+    """What a stat ``st_mode`` names, for error lines ("a folder", "a pipe (FIFO)", ...)."""
+    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def not_a_file(path: Path, wanted: str) -> str | None:
+    """None when ``path`` names a regular file (symbolic links followed); else what it is, for
+    the error line "<path>: <this>": "no such file or folder", "a broken symbolic link",
+    "a folder, not a <wanted>", ..."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if path.is_symlink() else "no such file or folder"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None if stat.S_ISREG(mode) else f"{file_kind(mode)}, not a {wanted}"
+
+
+def make_folder(folder: Path) -> None:
+    """Creates ``folder`` and its missing parents (the place an output goes); ValueError in one
+    line when it cannot, naming the part of the path that is a file."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in reversed((folder, *folder.parents))
+                        if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is {file_kind(blocker.stat().st_mode)}" if blocker else \
+            exc.strerror or str(exc)
+        raise ValueError(f"cannot create the output folder {folder}: {why}") from None
+
+
 def read_bytes(path: Path) -> np.ndarray:
     """The file's bytes (uint8); InputError when it is not a regular file, is larger than a
     picture within A2R_MAX_PIXELS can be, cannot be read, or is empty."""
@@ -127,10 +238,11 @@ def read_bytes(path: Path) -> np.ndarray:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    st = os.fstat(fd)  # of what was opened (a folder opens too, and fdopen names the fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputError(f"{path}: {file_kind(st.st_mode)}, not a regular file")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{path}: not a regular file (a pipe, device or socket)")
         if st.st_size > limit:
             raise InputError(f"{path}: {st.st_size} bytes, more than any picture within "
                              f"A2R_MAX_PIXELS can take ({limit} bytes); not read")
@@ -167,15 +279,18 @@ def _decode_os2_bitmap(data: np.ndarray, path: Path) -> np.ndarray:
 
 def decode_picture(data: np.ndarray, path: Path) -> np.ndarray:
     """A file's bytes (``read_bytes``) -> uint8 picture as OpenCV reads it (16-bit pictures are
-    rounded to 8 bits: ``is_16_bit`` tells the caller to say so); ``path`` names the picture in
-    errors. InputError for what cannot be decoded or is too large."""
+    rounded to 8 bits: ``is_16_bit`` tells the caller to say so), turned as its EXIF
+    orientation says (as viewers show it: the output carries no EXIF); ``path`` names the
+    picture in errors. InputError for what cannot be decoded or is too large."""
     limit = _settings.get("A2R_MAX_PIXELS")
-    size = declared_size(memoryview(np.ascontiguousarray(data)))  # no copy of the file
+    view = memoryview(np.ascontiguousarray(data))  # no copy of the file
+    size = declared_size(view)
     if size is not None and size[0] * size[1] > limit:
         raise InputError(f"{path}: declares {size[0]}x{size[1]} pixels, more than the limit "
                          f"A2R_MAX_PIXELS={limit} (refused before decoding)")
     with _opencv_quiet():  # its log lines would add to the one-line InputError
-        return _decode_checked(data, path, limit)
+        img = _decode_checked(data, path, limit)
+    return orient(img, exif_orientation(view))
 
 
 @contextmanager
