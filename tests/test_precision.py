@@ -92,6 +92,28 @@ def test_bundled_model_auto(sample, fp32_result):
     assert prec.psnr(got, fp32_result) >= min(GUARD_PSNR_DB.values())
 
 
+def test_each_calibration_set_has_its_own_stored_choices(sample):
+    """The stored choices are named by the calibration pictures too: a second Engine with
+    other pictures calibrates on them (before, it reused the first one's ranges), and the same
+    pictures again reuse them."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    small = cv2.resize(sample, (128, 128), interpolation=cv2.INTER_AREA)
+    dark = (small * 0.2).astype(np.uint8)
+    ranges = [Engine(cache_mb=0, precision="int8", calibration=[p]).precisions["decode"]
+              ["act_ranges"] for p in (small, dark, small)]
+    assert ranges[0] != ranges[1]
+    assert ranges[0] == ranges[2]
+
+
+@pytest.mark.parametrize("calibration", ["pictures.png", [], np.zeros((8, 8, 3), np.uint8)],
+                         ids=["a string", "empty", "one array"])
+@pytest.mark.parametrize("precision", ["fp32", "auto"])
+def test_calibration_must_be_a_list_of_pictures(calibration, precision):
+    with pytest.raises(TypeError, match="calibration must be a non-empty list of pictures"):
+        Engine(cache_mb=0, precision=precision, calibration=calibration)
+
+
 def test_int8_ranges_from_the_sample_hold_on_pictures_unlike_it(sample):
     """The int8 activation ranges come from the calibration picture; pictures far from it
     (dark, washed out, noise, thin lines on white) must not clip or band: 40 dB PSNR over 8-bit

@@ -2,10 +2,11 @@
 
 Each native stage's inputs are recorded on the calibration pictures at fp32, then
 ``model.precision.plan_stages`` picks per stage the fastest precision that keeps the quality
-guard; the choices are kept in the cache folder for this model and machine.
+guard; the choices are kept in the cache folder for this model, machine and calibration set.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Callable
 
@@ -24,12 +25,18 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     executors: {stage: native executor}; stage_names: the model's stages in order; runners: the
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
-    calibration: uint8 BGR pictures or None (the bundled sample); model_digest: () -> the
-    stages' digest naming the stored choices (asked only when calibrating); picture_domain:
+    calibration: a non-empty list of uint8 BGR pictures or None (the bundled sample);
+    model_digest: () -> the stages' digest naming the stored choices, with the calibration
+    pictures' own (asked only when calibrating); picture_domain:
     (lo, hi) of the normalised picture the first stage reads, which its int8 ranges cover
     whatever the calibration pictures span (model.precision.within_domain). bf16 or int8 where
     no stage runs natively falls back to fp32 with one warning (strict: ValueError); "auto"
     then has nothing to choose and returns {}."""
+    if calibration is not None and (not isinstance(calibration, (list, tuple))
+                                    or not calibration):
+        raise TypeError(f"calibration must be a non-empty list of pictures or None, got "
+                        f"{type(calibration).__name__}"
+                        f"{' (empty)' if isinstance(calibration, (list, tuple)) else ''}")
     if precision == "auto" and not executors:   # a GPU plan, or backend="onnxruntime"
         return {}
     if precision != "fp32" and not executors:
@@ -52,7 +59,7 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
         for p in pictures:
             convert(p)
         runners.update(saved)
-        stored_at = prec.store_path(model_digest())
+        stored_at = prec.store_path(_choice_key(model_digest(), pictures, calibration))
         judged = prec.with_mirrors(pictures, 1)   # (H, W[, C]): mirrored left to right
         chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
                                   lambda: [convert(p) for p in judged], precision,
@@ -62,3 +69,16 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     finally:
         runners.update(saved)
     return chosen
+
+
+def _choice_key(model_digest: str, pictures: list, calibration) -> str:
+    """The name of the stored choices: the model's digest, and for the user's own calibration
+    pictures their digest too (the ranges and choices depend on them; the bundled sample's
+    choices keep the model's name)."""
+    if calibration is None:
+        return model_digest
+    h = hashlib.sha256(model_digest.encode())
+    for p in pictures:
+        h.update(repr(p.shape).encode())
+        h.update(p.tobytes())
+    return h.hexdigest()
