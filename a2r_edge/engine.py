@@ -37,7 +37,8 @@ class Engine:
     "split" ("gpu"/"split" raise ValueError with the reason: no plan runs stages on the GPU yet,
     see runtime/scheduler.py). backend: None (the plan's choice), "native" or "onnxruntime" for
     every ONNX stage. tile: convert pictures larger than tile x tile pixels in tiles (default:
-    only when the network would need more than A2R_MEMORY_MB). cache_mb: size of the result
+    only when the network would need more than A2R_MEMORY_MB; the calibration then measures
+    no larger pictures). cache_mb: size of the result
     cache (default A2R_CACHE_MB; 0: off). roi: None (whole pictures), "face" (the optional
     animeface detector) or a function BGR picture -> box (x0, y0, x1, y1) or None: only the box
     is converted and pasted back with a feathered edge; no box, the whole picture.
@@ -79,9 +80,10 @@ class Engine:
         backend = backend_for_custom_ops(self.model.stages, backend, runners.unsupported)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, runners.unsupported,
-                              precision=precision)
+                              precision=precision, tile=self.tile)
         self.stream_plan = make_plan(self.model.stages, device, backend, runners.unsupported,
-                                     objective="throughput", precision=precision)
+                                     objective="throughput", precision=precision,
+                                     tile=self.tile)
         single = runners.for_plan(self.plan)
         self._stream_runners = (single if self.stream_plan.placements == self.plan.placements
                                 else runners.for_plan(self.stream_plan))

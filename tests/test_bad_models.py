@@ -40,7 +40,12 @@ BAD = {
     "negative pads": (model([conv(pads=[-5] * 4)], {"w": W}), "pads"),
     "weights of 2 channels": (model([conv(pads=[1] * 4)], {"w": W[:, :2]}), "weights"),
     "one output channel": (model([conv(pads=[1] * 4)], {"w": W[:1]}, y=(1, 1, None, None)),
-                           "expected (1, 3, H, W)"),
+                           "takes 3 channels and gives 1 channel; the picture pipeline "
+                           "converts RGB pictures"),
+    "one input channel": (model([conv(pads=[1] * 4)], {"w": W[:, :1]}, x=(1, 1, None, None)),
+                          "takes 1 channel and gives 3 channels"),
+    "four output channels": (model([conv(pads=[1] * 4)], {"w": np.concatenate([W, W[:1]])},
+                                   y=(1, 4, None, None)), "gives 4 channels"),
     "unknown op": (model([helper.make_node("Foo", ["x"], ["y"])]), "Foo"),
     "output of rank 2": (model([helper.make_node("Flatten", ["x"], ["y"])], y=(1, None)),
                          "NCHW (rank 4)"),
@@ -131,3 +136,38 @@ def test_a_valid_adain_node_model_runs_in_a_default_engine(tmp_path):
     assert out.shape == (16, 16, 3)
     with pytest.raises(ValueError, match="only the native executor runs"):
         Engine(str(path), backend="onnxruntime")
+
+
+@pytest.mark.parametrize("name", ["one output channel", "one input channel",
+                                  "four output channels"])
+def test_a_model_without_3_channels_is_refused_when_the_engine_is_built(tmp_path, name):
+    """Stated channels other than 3 in or out: refused at load, naming what the model has
+    and no internal picture size."""
+    m, says = BAD[name]
+    with pytest.raises(ValueError, match="must have 3 channels") as info:
+        Engine(str(write(tmp_path / "m.onnx", m)), cache_mb=0)
+    assert says in str(info.value) and "512" not in str(info.value)
+
+
+def test_unstated_output_channels_fail_each_picture_naming_the_channels(tmp_path):
+    """An output whose channels the model does not state fails on the picture, with the
+    channels and no shape of the memory probe."""
+    m = model([conv(pads=[1] * 4)], {"w": np.concatenate([W, W[:1]])}, y=(1, "C", None, None))
+    eng = Engine(str(write(tmp_path / "m.onnx", m)), cache_mb=0)
+    with pytest.raises(ValueError, match="its network gives 4 channels; the picture pipeline "
+                                         "converts RGB pictures") as info:
+        eng.convert(np.zeros((20, 24, 3), np.uint8))
+    assert "64" not in str(info.value)
+
+
+@pytest.mark.parametrize("tile", [None, 16])
+def test_nan_or_inf_output_fails_the_picture(tmp_path, tile):
+    """Log of the picture's negative values is NaN (of 0, -inf): the picture fails with the
+    count, whole or in tiles, instead of being written with black pixels."""
+    m = model([helper.make_node("Log", ["x"], ["y"])])
+    eng = Engine(str(write(tmp_path / "log.onnx", m)), cache_mb=0, tile=tile)
+    with pytest.raises(ValueError, match=r"returned \d+ NaN or infinite value\(s\) of \d+; no "
+                                         r"picture written"):
+        eng.convert(np.random.default_rng(0).integers(0, 256, (40, 36, 3), dtype=np.uint8))
+    ok = eng.convert(np.full((40, 36, 3), 200, np.uint8))   # log of values > 0: finite
+    assert ok.shape == (40, 36, 3)

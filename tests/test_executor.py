@@ -449,3 +449,39 @@ def test_native_steps_by_address_keep_their_buffers():
                         assert any(lo <= v < hi for lo, hi in spans), (name, call.func)
                 checked += 1
     assert checked > 20
+
+
+def _fp16_conv_model(op, cast_weights=False):
+    """x -> op (3x3 kernels, weights and bias stored as float16) -> Relu -> y, x and y float16;
+    cast_weights: x and y float32, the weights Cast to float32 before the op."""
+    rng = np.random.default_rng(0)
+    io = TensorProto.FLOAT if cast_weights else TensorProto.FLOAT16
+    w = numpy_helper.from_array((rng.standard_normal((3, 3, 3, 3)) * 0.2).astype(np.float16),
+                                "w")
+    b = numpy_helper.from_array(rng.standard_normal(3).astype(np.float16), "b")
+    nodes = [helper.make_node(op, ["x", "wf" if cast_weights else "w",
+                                   "bf" if cast_weights else "b"], ["h"], pads=[1] * 4),
+             helper.make_node("Relu", ["h"], ["y"])]
+    if cast_weights:
+        nodes[:0] = [helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+                     helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT)]
+    g = helper.make_graph(nodes, "half", [helper.make_tensor_value_info(
+        "x", io, [1, 3, "H", "W"])], [helper.make_tensor_value_info("y", io, [1, 3, "H", "W"])],
+        [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_float16_convolutions_are_refused_at_load(op):
+    """A net.half() export: its fused Conv would reach the float16 numpy reference without
+    its weights (an IndexError) and every convolution would run in numpy; refused at load
+    with what to do instead. Weights stored as float16 but Cast to float32 run natively."""
+    with pytest.raises(ValueError, match=rf"{op} node .* float16 weights.*export the model "
+                                         r"in float32") as info:
+        NativeExecutor(_fp16_conv_model(op))
+    assert "\n" not in str(info.value)
+    m = _fp16_conv_model(op, cast_weights=True)
+    x = np.random.default_rng(1).standard_normal((1, 3, 9, 11)).astype(np.float32)
+    np.testing.assert_allclose(NativeExecutor(m).run(x), ort_run(m, x), **PARITY)

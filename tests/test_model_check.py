@@ -5,6 +5,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
 from a2r_edge.model import precision as prec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +40,15 @@ def test_model_check_fixed_size_model_and_bad_input(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+def test_model_check_says_what_a_path_that_is_no_file_is(tmp_path):
+    os.mkfifo(tmp_path / "pipe.onnx")
+    for path, says in ((tmp_path, "a folder, not a model file (.onnx)"),
+                       (tmp_path / "pipe.onnx", "a pipe (FIFO), not a model file (.onnx)"),
+                       (tmp_path / "none.onnx", "no such file or folder")):
+        r = check(str(path), "--no-speed")
+        assert r.returncode == 2 and r.stderr == f"a2r_edge: error: {path}: {says}\n", r.stderr
+
+
 def test_model_check_times_a_precision_and_profiles_the_ops():
     r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--size", "32x32", "--runs", "1",
               "--precision", "int8", "--profile")
@@ -47,3 +61,52 @@ def test_model_check_times_a_precision_and_profiles_the_ops():
     assert "the 5 slowest steps:" in out and " ms " in out and "/model/" in out
     r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--precision", "fp16")
     assert r.returncode == 2 and "invalid choice: 'fp16'" in r.stderr
+
+
+def _model(path, nodes, inits, channels=(3, 3), elem=TensorProto.FLOAT):
+    """An image model x (1, C_in, H, W) -> y (1, C_out, H, W) of ``elem`` tensors, saved."""
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(
+        "x", elem, [1, channels[0], "H", "W"])], [helper.make_tensor_value_info(
+            "y", elem, [1, channels[1], "H", "W"])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_model_check_refuses_a_float16_model_in_one_line(tmp_path):
+    half = (np.random.default_rng(0).standard_normal((3, 3, 3, 3)) * 0.2).astype(np.float16)
+    conv = _model(tmp_path / "half.onnx", [helper.make_node("Conv", ["x", "w"], ["y"],
+                                                            pads=[1] * 4)], {"w": half},
+                  elem=TensorProto.FLOAT16)
+    relu = _model(tmp_path / "half_relu.onnx", [helper.make_node("Relu", ["x"], ["y"])], {},
+                  elem=TensorProto.FLOAT16)
+    for path, says in ((conv, "float16 weights: the native executor runs float32 networks; "
+                              "export the model in float32"),
+                       (relu, "takes float32 pictures; the input is float16")):
+        r = check(path, "--no-speed")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("channels", [(1, 1), (3, 4), (3, 1)])
+def test_model_check_says_convert_cannot_use_a_model_without_3_channels(tmp_path, channels):
+    """The raw network's parity is still checked; the verdict says convert and the Engine
+    cannot use it, with the channels it has, and the exit code is 1."""
+    w = (np.random.default_rng(0).standard_normal((channels[1], channels[0], 3, 3)) * 0.2)
+    path = _model(tmp_path / "m.onnx", [helper.make_node("Conv", ["x", "w"], ["y"],
+                                                         pads=[1] * 4)],
+                  {"w": w.astype(np.float32)}, channels)
+    r = check(path, "--no-speed")
+    assert r.returncode == 1 and "(ok," in r.stdout, (r.stdout, r.stderr)
+    plural = lambda n: f"{n} channel{'s' if n != 1 else ''}"  # noqa: E731
+    assert (f"convert and the Engine cannot use this model: the network takes "
+            f"{plural(channels[0])} and gives {plural(channels[1])}") in r.stdout
+
+
+@pytest.mark.parametrize("runs", ["0", "-1", "two"])
+def test_model_check_refuses_a_run_count_below_1(runs):
+    r = check(os.path.join(FIXTURES, "ugatit_full.onnx"), "--runs", runs)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "expected an integer >= 1" in r.stderr and "Traceback" not in r.stderr

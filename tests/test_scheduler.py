@@ -251,6 +251,60 @@ def test_calibration_is_cached_and_reused(tiny, tmp_path, monkeypatch):
     assert make_plan(other.stages).placements == first.placements
 
 
+def calibrated_sizes(folder):
+    return sorted(int(f.name.split("-")[-2][:-2]) for f in folder.glob("calibration-*.json"))
+
+
+def test_calibration_measures_the_largest_size_within_the_memory_budget(tiny, tmp_path,
+                                                                       monkeypatch):
+    """The tiny package's 512x512 plans need 5 MiB: under A2R_MEMORY_MB=4 the calibration
+    measures 256x256 (the build does not fail on the calibration's own size), cached, and
+    later plans read that cache without measuring (nor trying 512x512 again)."""
+    monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("A2R_PROFILE", raising=False)
+    monkeypatch.setenv("A2R_MEMORY_MB", "4")
+    first = make_plan(tiny.stages)
+    assert "calibration at 256x256" in first.describe() and calibrated_sizes(tmp_path) == [256]
+    monkeypatch.setattr(measure.StageChain, "time_stages", lambda *a, **k: pytest.fail(
+        "calibrated again instead of reusing the cache"))
+    assert make_plan(tiny.stages).placements == first.placements
+
+
+def test_engine_tile_bounds_the_calibration_and_the_pictures_convert(tiny, tmp_path,
+                                                                    monkeypatch):
+    """Engine(tile=) calibrates at most at its tile size (the largest halving of 512 that fits
+    in it), so a budget the 512x512 and even 128x128 plans exceed (A2R_MEMORY_MB=1) builds,
+    and a larger picture converts in tiles."""
+    monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("A2R_PROFILE", raising=False)
+    assert "calibration at 128x128" in make_plan(tiny.stages, tile=128).describe()
+    assert "calibration at 64x64" in make_plan(tiny.stages, tile=100).describe()
+    assert calibrated_sizes(tmp_path) == [64, 128]
+    monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path / "fresh"))
+    monkeypatch.setenv("A2R_MEMORY_MB", "1")
+    folder = Path(tiny.stages[0].params["file"]).parent
+    eng = Engine(str(folder), tile=64, cache_mb=0)
+    assert "calibration at 64x64" in eng.plan.describe()
+    out = eng.convert(np.random.default_rng(0).integers(0, 256, (150, 200, 3), np.uint8))
+    assert out.shape == (150, 200, 3)
+
+
+def test_a_model_fitting_no_calibration_size_is_planned_without_figures(tiny, tmp_path,
+                                                                        monkeypatch):
+    """No calibration size fits A2R_MEMORY_MB (here: the smallest made 256): the plan is made
+    by rule, and says why without naming a size the user did not give."""
+    monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("A2R_PROFILE", raising=False)
+    monkeypatch.setenv("A2R_MEMORY_MB", "1")
+    monkeypatch.setattr(measure, "MIN_CALIBRATION_SIZE", 256)
+    plan = make_plan(tiny.stages)
+    assert [p.backend for p in plan.placements] == ["native"] * 4
+    figures = plan.describe().splitlines()[2]
+    assert figures == ("  figures: no figures (MemoryLimitError: the model's stages do not fit "
+                       "A2R_MEMORY_MB=1 MiB at any calibration size)"), figures
+    assert not list(tmp_path.glob("calibration-*"))
+
+
 def test_stored_profile_of_this_model_is_used(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
     digest = measure.model_digest(tiny.stages)
@@ -352,6 +406,24 @@ def test_bench_bad_options_one_line_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "a2r_edge.bench", "--frobnicate"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--json", "."], "--json . is a folder: give a file name"),
+    (["--json", "taken/profile.json"], "cannot create the output folder taken: taken is a file"),
+    (["--json", ""], "--json is empty: give a file name"),
+    (["--quick", "--sizes", "255", "256"],   # the decoder's output would be 256 x 256
+     "stage size(s) 255: the model (bundled a2r_lite) takes multiples of its stride 4, e.g. 256"),
+])
+def test_bench_refuses_what_it_could_not_finish_before_the_run(tmp_path, args, match):
+    """Refused in about a second (the run takes minutes), nothing left behind."""
+    (tmp_path / "taken").write_text("a file")
+    env = {**os.environ, "A2R_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "a2r_edge.bench", "--no-progress", *args],
+                          capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"a2r_edge.bench: error: {match}"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["taken"]
 
 
 def test_calibration_and_conversion_run_a_stage_through_the_same_runner(tmp_path, monkeypatch):

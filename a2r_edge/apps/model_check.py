@@ -4,6 +4,8 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
   * load time (reading, checking and folding the graph) and plan time;
   * per-op coverage: how many nodes of each op type run natively, on onnxruntime inside the
     native plan (and why), were folded at plan time, or were rewritten into other nodes;
+  * whether convert and the Engine can use it: they convert RGB pictures, so the network must
+    take and give 3 channels (exit code 1 when not; the rest is still checked);
   * parity against onnxruntime on a seeded random input in [-1, 1]: the largest difference per
     output, against 1e-4 of the output's range (exit code 1 when it fails);
   * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
@@ -19,9 +21,12 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
+from ..picture.io import not_a_file
+from . import positive_int
 from .convert import PRECISION_CHOICES
 
 PARITY = 1e-4   # of the output range, as the generator tests
@@ -35,7 +40,8 @@ def add_parser(sub) -> None:
     c.add_argument("model", metavar="MODEL", help="an .onnx file")
     c.add_argument("--size", type=_size, default=None, metavar="HxW",
                    help="input size (default 256x256, or the model's fixed size)")
-    c.add_argument("--runs", type=int, default=5, help="timed runs per backend (default 5)")
+    c.add_argument("--runs", type=positive_int, default=5,
+                   help="timed runs per backend (default 5)")
     c.add_argument("--no-speed", action="store_true", help="skip the timing")
     c.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES,
                    help="the native convolutions' precision in the timing (default fp32)")
@@ -77,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
     import onnxruntime as ort
 
     from ..model import NativeExecutor
+    from ..model.graph import channels_problem
 
+    if (why := not_a_file(Path(args.model), "model file (.onnx)")) is not None:
+        raise ValueError(f"{args.model}: {why}")  # a folder is no model "not found"
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # the report says it in full
@@ -89,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         dims = ex.graph.inputs[0][1]
         if len(dims) != 4:
             raise ValueError(f"model check takes NCHW pictures; the input has shape {dims}")
+        if ex.input_names[0] in ex.graph.input_dtypes:
+            raise ValueError(f"model check takes float32 pictures; the input is "
+                             f"{ex.graph.input_dtypes[ex.input_names[0]]}")
         hw = ex.fixed or args.size or (256, 256)
         shape = (dims[0] or 1, dims[1] or 3) + tuple(hw)
         t0 = time.perf_counter()
@@ -98,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
         got = {k: v.copy() for k, v in ex.run_many({ex.input_names[0]: x}).items()}
     print(f"model {args.model}: {len(ex.graph.nodes)} nodes after load-time folding; "
           f"input {shape}; load {load_s * 1e3:.0f} ms, plan {plan_s * 1e3:.0f} ms")
+    picture = got[ex.output_names[0]]
+    unusable = channels_problem(shape[1], picture.shape[1] if picture.ndim == 4 else None)
+    if unusable:
+        print(f"convert and the Engine cannot use this model: the network {unusable}")
     print("\ncoverage (source nodes):")
     table = coverage(plan.specialised.placements)
     cols = ("native", "onnxruntime", "fused", "folded")
@@ -126,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
               f"range ({'ok' if good else 'FAIL'}, limit {PARITY:g})")
     if not args.no_speed:
         _speed(args, ex.input_names[0], x)
-    return 0 if ok else 1
+    return 0 if ok and not unusable else 1
 
 
 def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:

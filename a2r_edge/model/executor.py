@@ -24,11 +24,11 @@ from .. import _kernels
 from . import arena, ops
 from . import fit as fitting
 from . import precision as _precision
-from .graph import Graph, Node, build_graph, fuse, load_model
+from .graph import Graph, Node, build_graph, check_float32_convolutions, fuse, load_model
 from .ops import UnsupportedOpError
 from .partition import REGION_OP, partition
 from .rewrite import rewrite
-from .specialise import fold, memory_limit_elements, specialise
+from .specialise import MemoryLimitError, fold, memory_limit_elements, specialise
 from .step_threads import StepThreads
 
 
@@ -241,9 +241,10 @@ class _Plan:
             arena_groups.append(gi)
         offsets, total = arena.plan(buffers)
         if total > memory_limit_elements():
-            raise ValueError(f"the plan for inputs {input_shapes} needs a {total * 4 >> 20} MiB "
-                             f"arena, more than A2R_MEMORY_MB={memory_limit_elements() >> 18}: "
-                             f"convert in tiles or raise A2R_MEMORY_MB")
+            raise MemoryLimitError(f"the plan for inputs {input_shapes} needs a "
+                                   f"{total * 4 >> 20} MiB arena, more than A2R_MEMORY_MB="
+                                   f"{memory_limit_elements() >> 18}: convert in tiles or raise "
+                                   f"A2R_MEMORY_MB")
         self.arena = memory.take(max(total, 1), user)
         self.arena_floats = total
         self.naive_floats = sum(b[0] for b in buffers)
@@ -413,6 +414,7 @@ class NativeExecutor:
             raise ValueError(f"fit must be one of {fitting.MODES}, got {fit!r}")
         self.strict, self.fit = strict, fit
         self.graph = fold(build_graph(load_model(model), strict=strict))
+        check_float32_convolutions(self.graph)
         self.fixed = fitting.fixed_hw(self.graph.inputs)   # (H, W) of a fixed-size model
         self._warned = False
         self.memory = arena.SharedArena() if memory is None else memory

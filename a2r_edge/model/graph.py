@@ -50,10 +50,31 @@ class Graph:
 
 # --- loading ------------------------------------------------------------------------------------
 
-def check_picture_stage(model, stage: str) -> None:
+# The picture pipeline (Engine, convert) converts RGB pictures: the network it feeds the
+# picture and the one whose output is the result take and give 3 channels.
+PICTURE_CHANNELS = 3
+
+
+def channels_problem(takes: int | None, gives: int | None) -> str | None:
+    """Why the picture pipeline cannot use a network taking ``takes`` and giving ``gives``
+    channels (None: unknown, not judged), or None when it can: a predicate for "the network"
+    ("takes 1 channel; ..."). The one wording of this rule: the load-time check below, the late
+    check of a network's result (picture/forward.py) and ``model check``."""
+    if takes in (None, PICTURE_CHANNELS) and gives in (None, PICTURE_CHANNELS):
+        return None
+    has = " and ".join(f"{verb} {n} channel{'s' if n != 1 else ''}" for verb, n in
+                       (("takes", takes), ("gives", gives)) if n is not None)
+    return (f"{has}; the picture pipeline converts RGB pictures: the network's "
+            f"input and output must have {PICTURE_CHANNELS} channels")
+
+
+def check_picture_stage(model, stage: str, picture_in: bool = False,
+                        picture_out: bool = False) -> None:
     """ModelLoadError unless ``model`` (a path or ModelProto) is a picture network as the Engine
     runs it: one float32 graph input (rank 4 where the rank is stated) and a float32 first
-    output. An engine stage is fed float32 NCHW pictures whatever its backend."""
+    output. An engine stage is fed float32 NCHW pictures whatever its backend. picture_in /
+    picture_out: the stage reads the RGB picture / gives the result, so its declared channels
+    there (where stated) must be 3 (``channels_problem``)."""
     import onnx
     proto = load_model(model)
     inits = {t.name for t in proto.graph.initializer}
@@ -62,7 +83,9 @@ def check_picture_stage(model, stage: str) -> None:
         raise ModelLoadError(f"stage {stage!r}: a picture network has one input and at least one "
                              f"output; this one has {len(inputs)} inputs and "
                              f"{len(proto.graph.output)} outputs")
-    for what, vi in (("input", inputs[0]), ("output", proto.graph.output[0])):
+    channels = []
+    for what, vi, judged in (("input", inputs[0], picture_in),
+                             ("output", proto.graph.output[0], picture_out)):
         tt = vi.type.tensor_type
         if tt.elem_type != onnx.TensorProto.FLOAT:
             raise ModelLoadError(
@@ -73,6 +96,25 @@ def check_picture_stage(model, stage: str) -> None:
             raise ModelLoadError(f"stage {stage!r}: {what} {vi.name!r} has a shape of rank "
                                  f"{len(tt.shape.dim)}; a picture network takes and returns "
                                  f"NCHW (rank 4)")
+        stated = tt.HasField("shape") and tt.shape.dim[1].HasField("dim_value")
+        channels.append(tt.shape.dim[1].dim_value if judged and stated else None)
+    problem = channels_problem(*channels)
+    if problem:
+        raise ModelLoadError(f"stage {stage!r} {problem}")
+
+
+def check_float32_convolutions(graph: Graph) -> None:
+    """ValueError when a Conv or ConvTranspose computes in another dtype than float32 (that of
+    its constant weights; a float16 ``net.half()`` export). The native kernels are float32:
+    such a node would run on its numpy reference, where fusion has moved a Conv's weights
+    into its attributes, and a network of them would run entirely in numpy."""
+    for n in graph.nodes:
+        w = graph.consts.get(n.inputs[1]) if n.op in ("Conv", "ConvTranspose") \
+            and len(n.inputs) > 1 else None
+        if w is not None and w.dtype != np.float32:
+            raise ValueError(f"{n.op} node {n.name!r} has {w.dtype} weights: the native "
+                             f"executor runs float32 networks; export the model in float32 "
+                             f"(no .half())")
 
 
 def load_model(model):

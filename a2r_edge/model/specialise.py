@@ -55,6 +55,11 @@ class Specialised:
         return [p for p in self.placements if p.where == "onnxruntime"]
 
 
+class MemoryLimitError(ValueError):
+    """A plan for some input size needs more than A2R_MEMORY_MB: smaller pieces (tiles, a
+    smaller calibration picture) may fit where this size does not."""
+
+
 def memory_limit_elements() -> int:
     """Largest tensor (float32 elements) one plan may hold: the A2R_MEMORY_MB setting."""
     return (_settings.get("A2R_MEMORY_MB") << 20) // 4
@@ -102,9 +107,9 @@ def specialise(graph: Graph, input_shapes: dict[str, tuple] | None, *, strict: b
                 continue
             shape = _checked_shape(shape, f"{n.op} node {n.name!r} output {name!r}")
             if int(np.prod(shape, dtype=object)) > limit:
-                raise ValueError(f"{n.op} node {n.name!r}: output {name!r} of shape {shape} "
-                                 f"needs more than A2R_MEMORY_MB="
-                                 f"{_settings.get('A2R_MEMORY_MB')} MiB")
+                raise MemoryLimitError(f"{n.op} node {n.name!r}: output {name!r} of shape "
+                                       f"{shape} needs more than A2R_MEMORY_MB="
+                                       f"{_settings.get('A2R_MEMORY_MB')} MiB")
             shapes[name], dtypes[name] = shape, dtype
         kept.append(n)
         placements.append(Placement(n.name, n.op, where, why))

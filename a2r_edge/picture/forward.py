@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from .. import _settings, ops
+from ..model.graph import channels_problem
 from . import stages
 
 # Picture sizes whose recycled buffers are kept: the current one and the previous one (a
@@ -228,9 +229,12 @@ class Forward:
         """All the model's stages (``run_stages``) on slot's picture -> slot.result (a slot
         buffer, so it survives the executors' next run)."""
         x = self.run_stages(slot, stats, content, runners)
-        if x.ndim != 4 or x.shape[:2] != (1, 3):
+        if x.ndim != 4 or x.shape[0] != 1:
             raise ValueError(f"model {self.model.name!r} returned shape {x.shape}; "
                              f"expected (1, 3, H, W) RGB")
+        problem = channels_problem(None, x.shape[1])   # where the model did not state them
+        if problem:
+            raise ValueError(f"model {self.model.name!r}: its network {problem}")
         ychw = slot.buf("ychw", x.shape)
         if x is not ychw:
             np.copyto(ychw, x)
@@ -248,12 +252,25 @@ class Forward:
                                                             wp * self.model.scale):
             raise ValueError(f"model {self.model.name!r} declares scale {self.model.scale} but "
                              f"returned {x.shape[2:]} for {(hp, wp)}")
+        check_finite(x, self.model.name)
         oy, ox, oh, ow = output_window(h, w, s, m, *x.shape[2:])
         if (oh, ow) == x.shape[2:] and img.ndim == 3 and img.shape[2] == 3:
             return ops.postprocess(x, self.model.mean, self.model.std)
         full = ops.postprocess(x, self.model.mean, self.model.std,
                                out=slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
         return finish_layout(img, full[oy:oy + oh, ox:ox + ow])
+
+
+def check_finite(x: np.ndarray, model_name: str) -> None:
+    """ValueError when the network's result holds NaN or infinite values: postprocess would
+    write them as black or white pixels, a silently wrong picture. (Its sum is finite in the
+    common case: one pass, no temporary; the count only on failure.)"""
+    if np.isfinite(x.sum()):
+        return
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        raise ValueError(f"model {model_name!r} returned {bad} NaN or infinite value(s) of "
+                         f"{x.size}; no picture written")
 
 
 def as_picture(img, name: str = "img") -> np.ndarray:

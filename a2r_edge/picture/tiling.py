@@ -45,7 +45,7 @@ import numpy as np
 from .. import _settings, ops
 from ..model import whole_stats
 from . import stages
-from .forward import Slot, finish_layout, output_window, pad_to_stride
+from .forward import Slot, check_finite, finish_layout, output_window, pad_to_stride
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
 # covers the 3x3-conv up-scalers such files usually hold with room to spare.
@@ -152,6 +152,7 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
             y *= wy[:, None]  # the last step's own buffer (or a kept value no longer needed)
             y *= wx
             acc[:, :, oy:oy + y.shape[2], ox:ox + y.shape[3]] += y
+    check_finite(acc, model.name)
     out = ops.postprocess(acc, model.mean, model.std)
     oy, ox, oh, ow = output_window(h, w, s, model.border_margin, *acc.shape[2:])
     return finish_layout(img, out[oy:oy + oh, ox:ox + ow])

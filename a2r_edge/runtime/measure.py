@@ -236,8 +236,11 @@ class StageChain:
 # encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
 # even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
 # The 0.3 s budget per stage and backend keeps it under 5 s (2.3 s here for a2r_lite, loaded
-# box).
+# box). A model whose stages do not fit A2R_MEMORY_MB at this size (or an Engine's tile) is
+# measured at the largest of its halvings that fits, down to MIN_CALIBRATION_SIZE (the
+# smallest tile, tiling.tile_size; every halving is a multiple of any model stride up to 64).
 CALIBRATION_SIZE = 512
+MIN_CALIBRATION_SIZE = 64
 
 
 def model_digest(stages) -> str:
@@ -256,12 +259,23 @@ def model_digest(stages) -> str:
 
 # --- calibration ------------------------------------------------------------------------------
 
-def calibration_path(stages, threads: int) -> str:
+def calibration_path(stages, threads: int, size: int) -> str:
     from . import cpu, system
     key = system.machine_key()
     return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{cpu.build_id()}-{CALIBRATION_SIZE}px-"
-                                              f"{threads}t.json")
+                                              f"{cpu.build_id()}-{size}px-{threads}t.json")
+
+
+def calibration_sizes(largest: int = CALIBRATION_SIZE) -> list[int]:
+    """The sizes a calibration tries, largest first: CALIBRATION_SIZE and its halves down to
+    MIN_CALIBRATION_SIZE, those above ``largest`` (an Engine's tile) left out; at least the
+    smallest."""
+    sizes, size = [], CALIBRATION_SIZE
+    while size >= MIN_CALIBRATION_SIZE:
+        if size <= largest:
+            sizes.append(size)
+        size //= 2
+    return sizes or [MIN_CALIBRATION_SIZE]
 
 
 def stage_figures(entries):
@@ -316,30 +330,44 @@ def _cached_calibration(path: str) -> dict | None:
 
 def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
               use_cache: bool = True) -> dict:
-    """Stage times of ``stages`` on every CPU backend at ``size`` (a profile-like dict with
-    "stages" entries), measured once per machine, model and thread count and then read from
-    the cache. A cache that cannot be written is not an error (the figures are still used)."""
+    """Stage times of ``stages`` on every CPU backend (a profile-like dict with "stages"
+    entries and the "size" they were measured at), measured once per machine, model and
+    thread count and then read from the cache: the first of ``calibration_sizes(size)`` cached,
+    else measured at the first whose native plans fit A2R_MEMORY_MB (MemoryLimitError, naming
+    no size, when none does). A cache that cannot be written is not an error (the figures are
+    still used)."""
     import a2r_edge
 
+    from .. import _settings
+    from ..model.specialise import MemoryLimitError
     from . import cpu, system
 
     threads = threads or cpu.num_threads()
-    path = calibration_path(stages, threads)
-    if use_cache:
-        data = _cached_calibration(path)
+    sizes = calibration_sizes(size)
+    for size in sizes if use_cache else ():
+        data = _cached_calibration(calibration_path(stages, threads, size))
         if data is not None:
+            data["size"] = size
             return data
-    with cpu.using_threads(threads):
-        # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on small
-        # models; a large model hits the budget and still stays well under 5 s in all.
-        entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
-    data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "version": a2r_edge.__version__, "threads": threads,
-            "model": {"digest": model_digest(stages)}, "stages": entries}
-    try:
-        system.write_json_atomic(path, data)
-        data["cached"] = path
-    except OSError:
-        data["cached"] = None
-    return data
+    for size in sizes:
+        path = calibration_path(stages, threads, size)
+        try:
+            with cpu.using_threads(threads):
+                # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on
+                # small models; a large model hits the budget and still stays well under 5 s.
+                entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
+        except MemoryLimitError:
+            continue
+        data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                    timespec="seconds"),
+                "version": a2r_edge.__version__, "threads": threads, "size": size,
+                "model": {"digest": model_digest(stages)}, "stages": entries}
+        try:
+            system.write_json_atomic(path, data)
+            data["cached"] = path
+        except OSError:
+            data["cached"] = None
+        return data
+    raise MemoryLimitError(f"the model's stages do not fit A2R_MEMORY_MB="
+                           f"{_settings.get('A2R_MEMORY_MB')} MiB at any calibration size")

@@ -38,8 +38,10 @@ class StageRunners:
         self.unsupported: dict[str, str] = {}
         self._sessions: dict[str, OrtSession] = {}
         self._ort: dict[str, Runner] = {}
-        for stage in self.stages:
-            check_picture_stage(str(stage.params["file"]), stage.name)
+        for i, stage in enumerate(self.stages):   # the first reads the picture, the last
+            last = i == len(self.stages) - 1      # gives the result
+            check_picture_stage(str(stage.params["file"]), stage.name, picture_in=i == 0,
+                                picture_out=last)
         for stage in self.stages if native else ():
             try:
                 self.executors[stage.name] = NativeExecutor(str(stage.params["file"]), self.arena,

@@ -12,8 +12,9 @@ them, costs each placement with measured figures, and keeps the best:
   host<->device link (GB/s each way + a fixed latency per copy), from a profile
   (``python -m a2r_edge.bench``, profiles/schema.json) or, with none stored for this model, a
   short calibration (measure.calibrate: the model's stages on each CPU backend at
-  CALIBRATION_SIZE, 512x512, through the runners conversion uses, under 5 s), cached per
-  machine and model in ``system.cache_dir()``.
+  CALIBRATION_SIZE, 512x512, or the largest smaller size that fits A2R_MEMORY_MB and the
+  Engine's tile, through the runners conversion uses, under 5 s), cached per machine and model
+  in ``system.cache_dir()``.
 - cost of a placement: latency = stage times + every copy between devices (the picture goes
   up as uint8 when the first stage is on the GPU, results come down as uint8 when the last is;
   a stage's output moves when the next stage is elsewhere; the picture itself moves to a device
@@ -39,6 +40,7 @@ import dataclasses
 import itertools
 import warnings
 
+from ..model.specialise import MemoryLimitError
 from . import cpu
 from .measure import CALIBRATION_SIZE, calibrate, model_digest, stage_figures
 
@@ -242,9 +244,10 @@ def check_device(device, backends=None) -> str:
     return device
 
 
-def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
+def _figures(stages, profile, calibrate_missing: bool, choices, tile: int | None) -> Costs:
     """The figures for ``stages``: ``profile`` as given; else the stored profile (its stage
-    times only when measured on this model); calibration for CPU choices still unmeasured."""
+    times only when measured on this model); calibration for CPU choices still unmeasured (at
+    most ``tile`` pixels a side when given)."""
     from . import system
     if profile is not None:
         return Costs.from_profile(profile, "the given profile")
@@ -264,11 +267,11 @@ def _figures(stages, profile, calibrate_missing: bool, choices) -> Costs:
     needed = [(s.name, b.name) for s, opts in zip(stages, choices) if len(opts) > 1
               for b in opts if b.device == "cpu"]
     if calibrate_missing and any(not costs.has(*k) for k in needed):
-        data = calibrate(stages)
+        data = calibrate(stages, size=tile or CALIBRATION_SIZE)
         where = f"cached in {data['cached']}" if data.get("cached") else "not cached"
-        cal = Costs(data["stages"], source=f"calibration at {CALIBRATION_SIZE}x"
-                                           f"{CALIBRATION_SIZE}, {data['threads']} thread(s), "
-                                           f"{data['date']} ({where})")
+        cal = Costs(data["stages"], source=f"calibration at {data['size']}x{data['size']}, "
+                                           f"{data['threads']} thread(s), {data['date']} "
+                                           f"({where})")
         costs = costs.merged(cal) if costs.ms or costs.link else cal
     return costs
 
@@ -349,7 +352,8 @@ def _kind(combo) -> str:
 def make_plan(stages, device: str = "auto", backend: str | None = None,
               unsupported: dict[str, str] | None = None, *, objective: str = "latency",
               size: int | None = None, profile: dict | None = None, backends=None,
-              cores: int | None = None, calibrate: bool = True, precision: str = "fp32") -> Plan:
+              cores: int | None = None, calibrate: bool = True, precision: str = "fp32",
+              tile: int | None = None) -> Plan:
     """The best plan for ``stages`` (the model's Stage list).
 
     device: "auto" | "cpu" | "gpu" | "split". backend: force every ONNX stage onto "native" or
@@ -362,7 +366,10 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
     stored one / calibration. backends: the Backend list (default ``available_backends()``;
     tests pass GPU ones).
     cores: CPU threads to share out (default: the kernels' thread count). calibrate: measure
-    the stages when no figures exist (False: fall back to the native backend by rule).
+    the stages when no figures exist (False: fall back to the native backend by rule); tile:
+    the Engine's tile size, the largest picture the calibration then measures (pictures are
+    converted in such tiles). A model that fits A2R_MEMORY_MB at no calibration size is planned
+    without figures (native by rule): the build never fails on the calibration's size.
 
     >>> from a2r_edge.model import package
     >>> plan = make_plan(package.resolve(None).stages)   # the bundled model
@@ -388,8 +395,8 @@ def make_plan(stages, device: str = "auto", backend: str | None = None,
     costs = Costs()
     if any(len(opts) > 1 for opts in choices) or profile is not None:
         try:
-            costs = _figures(stages, profile, calibrate, choices)
-        except (ImportError, RuntimeError, OSError) as exc:
+            costs = _figures(stages, profile, calibrate, choices, tile)
+        except (ImportError, RuntimeError, OSError, MemoryLimitError) as exc:
             figures_note = f"no figures ({type(exc).__name__}: {exc})"
     size = size or REFERENCE_SIZE
     gpu_driver = 1 if cores >= 2 else 0  # one core can drive the GPU while the others compute
