@@ -23,7 +23,8 @@ def _gelu64(x, approximate="none"):
     x / (1 + e^(-2u)) (= x/2 (1 + tanh u))."""
     x = x.astype(np.float64)
     if approximate == "tanh":
-        return x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+        with np.errstate(over="ignore"):   # e^(-2u) = inf far left: x / inf = -0, as wanted
+            return x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
     return 0.5 * x * special.erfc(-x / np.sqrt(2))
 
 
