@@ -3,6 +3,7 @@ independent numpy + onnxruntime implementation of the package semantics."""
 import json
 import warnings
 
+import cv2
 import numpy as np
 import onnx
 import onnxruntime
@@ -76,12 +77,36 @@ def test_gray_and_alpha_layouts(engine):
     out = engine.convert(gray)
     assert out.shape == gray.shape and out.dtype == np.uint8
     np.testing.assert_array_equal(engine.convert(gray[:, :, None])[:, :, 0], out)
-    alpha = picture((21, 30), seed=2)
+    alpha = np.maximum(picture((21, 30), seed=2), 1)   # nothing fully transparent
     bgra = np.dstack([bgr, alpha])
     out4 = engine.convert(bgra)
     assert out4.shape == bgra.shape
     np.testing.assert_array_equal(out4[:, :, 3], alpha)  # alpha kept exactly
     np.testing.assert_array_equal(out4[:, :, :3], engine.convert(bgr))
+
+
+def test_colour_under_transparent_pixels_does_not_reach_the_visible_ones(engine):
+    """A sprite on a transparent background: whatever colour the file keeps under alpha 0
+    (magenta, black, noise), the visible pixels come out the same, and as the sprite
+    composited over white converts (the background the drawings are measured on): white is
+    put under alpha 0 before the network sees it (forward.visible_bgr)."""
+    sprite = picture((40, 48, 3), seed=5)
+    alpha = np.zeros((40, 48), np.uint8)
+    cv2.circle(alpha, (24, 20), 14, 255, -1)
+    alpha = cv2.GaussianBlur(alpha, (5, 5), 0)   # a soft, partly transparent edge
+    outs = []
+    for under in ((255, 0, 255), (0, 0, 0), None):
+        bgr = sprite.copy()
+        bgr[alpha == 0] = picture((40, 48, 3), seed=6)[alpha == 0] if under is None else under
+        outs.append(engine.convert(np.dstack([bgr, alpha])))
+    seen, opaque = alpha > 0, alpha == 255
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out[seen], outs[0][seen])
+        np.testing.assert_array_equal(out[:, :, 3], alpha)
+    on_white = sprite.copy()
+    on_white[~seen] = 255
+    np.testing.assert_array_equal(outs[0][:, :, :3], engine.convert(on_white))
+    assert opaque.sum() > 400
 
 
 def test_strided_input_and_batch_and_stream(engine):
@@ -150,7 +175,7 @@ def test_style_keeps_gray_and_alpha_layouts_and_flat_pictures(engine):
     gray = picture((24, 24), seed=11)
     out = engine.convert(gray, style=ref_photo)
     assert out.shape == gray.shape and out.dtype == np.uint8
-    bgra = np.dstack([picture((24, 24, 3), seed=12), picture((24, 24), seed=13)])
+    bgra = np.dstack([picture((24, 24, 3), seed=12), np.maximum(picture((24, 24), seed=13), 1)])
     out4 = engine.convert(bgra, style=ref_photo)
     np.testing.assert_array_equal(out4[:, :, 3], bgra[:, :, 3])
     np.testing.assert_array_equal(out4[:, :, :3], engine.convert(bgra[:, :, :3], style=ref_photo))
@@ -249,7 +274,7 @@ def test_plain_onnx_file_is_wrapped(tmp_path):
     path = tmp_path / "up2.onnx"
     onnx.save(upscaler_2x(np.random.default_rng(0)), path)
     eng = Engine(str(path))
-    img = np.dstack([picture((13, 17, 3)), picture((13, 17), seed=9)])
+    img = np.dstack([picture((13, 17, 3)), np.maximum(picture((13, 17), seed=9), 1)])
     out = eng.convert(img)
     assert out.shape == (26, 34, 4)
     x = ref.preprocess(img[:, :, :3], (0.5,) * 3, (0.5,) * 3)
