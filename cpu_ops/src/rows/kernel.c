@@ -23,41 +23,62 @@ static inline float row_sum(const float *x, int64_t n, float shift, int square) 
     return s;
 }
 
+/* The largest of n floats (NaN passed over unless all are). */
+static inline float row_max(const float *x, int64_t n) {
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= A2R_VEC_FLOATS) {
+        a2r_vf vmax = a2r_vload(x);
+        for (i = A2R_VEC_FLOATS; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
+            const a2r_vf v = a2r_vload(x + i);
+            vmax = a2r_vselect((a2r_vu)(v > vmax), v, vmax);
+        }
+        m = a2r_vhmax(vmax);
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* y = e^(x - m) over n floats, returning their sum. e^(x - m) = e^-(m - x), m - x >= 0 (NaN
+ * kept); 0 beyond A2R_SILU_HI (below 1e-38), so a -inf score (a mask) weighs exactly 0. */
+static inline float row_exp(const float *x, float *y, int64_t n, float m) {
+    const a2r_vf vm = a2r_vsplat(m), lo = a2r_vsplat(A2R_SILU_LO), hi = a2r_vsplat(A2R_SILU_HI);
+    a2r_vf acc = a2r_vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
+        const a2r_vf d = vm - a2r_vload(x + i);
+        const a2r_vf e = (a2r_vf)((a2r_vu)a2r_vexpneg(a2r_vclamp(d, lo, hi)) & ~(a2r_vu)(d > hi));
+        a2r_vstore(y + i, e);
+        acc += e;
+    }
+    float s = a2r_vhsum(acc);
+    for (; i < n; i++) {
+        const float d = m - x[i];
+        y[i] = d > A2R_SILU_HI ? 0.0f : a2r_expneg1(d < A2R_SILU_LO ? A2R_SILU_LO : d);
+        s += y[i];
+    }
+    return s;
+}
+
+/* Rows per block of softmax_rows: a short row is a chain of dependent steps (max, exp, sum,
+ * scale); the block's rows go through each step side by side, independent chains that keep
+ * more of the core busy (131072 rows of 16 values, Zen 4, 1 thread: 4.2 ms one row at a time,
+ * 2.1 ms in pairs, 2.0 ms in fours). */
+#define SOFTMAX_BLOCK 4
+
 void A2R_KERNEL(a2r_softmax_rows)(const float *x, float *y, int64_t rows, int64_t n) {
     /* y may equal x: each row is read before it is written. */
+    const int64_t blocks = (rows + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (rows * n > A2R_PAR_GRAIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * n;
-        float *yr = y + r * n;
-        float m = xr[0];
-        int64_t i = 0;
-        if (n >= A2R_VEC_FLOATS) {
-            a2r_vf vmax = a2r_vload(xr);
-            for (i = A2R_VEC_FLOATS; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
-                const a2r_vf v = a2r_vload(xr + i);
-                vmax = a2r_vselect((a2r_vu)(v > vmax), v, vmax);
-            }
-            m = a2r_vhmax(vmax);
-        }
-        for (; i < n; i++) m = xr[i] > m ? xr[i] : m;
-        /* e^(x - m) = e^-(m - x), m - x >= 0 (NaN kept); 0 beyond A2R_SILU_HI (below 1e-38),
-         * so a -inf score (a mask) weighs exactly 0 */
-        const a2r_vf vm = a2r_vsplat(m), lo = a2r_vsplat(A2R_SILU_LO), hi = a2r_vsplat(A2R_SILU_HI);
-        a2r_vf acc = a2r_vsplat(0.0f);
-        for (i = 0; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
-            const a2r_vf d = vm - a2r_vload(xr + i);
-            const a2r_vf e = (a2r_vf)((a2r_vu)a2r_vexpneg(a2r_vclamp(d, lo, hi)) & ~(a2r_vu)(d > hi));
-            a2r_vstore(yr + i, e);
-            acc += e;
-        }
-        float s = a2r_vhsum(acc);
-        for (; i < n; i++) {
-            const float d = m - xr[i];
-            yr[i] = d > A2R_SILU_HI ? 0.0f : a2r_expneg1(d < A2R_SILU_LO ? A2R_SILU_LO : d);
-            s += yr[i];
-        }
-        const float inv = 1.0f / s;
-        for (i = 0; i < n; i++) yr[i] *= inv;
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t r0 = b * SOFTMAX_BLOCK, k = A2R_MIN(SOFTMAX_BLOCK, rows - r0);
+        const float *xb = x + r0 * n;
+        float *yb = y + r0 * n;
+        float m[SOFTMAX_BLOCK], inv[SOFTMAX_BLOCK];
+        for (int j = 0; j < k; j++) m[j] = row_max(xb + j * n, n);
+        for (int j = 0; j < k; j++) inv[j] = 1.0f / row_exp(xb + j * n, yb + j * n, n, m[j]);
+        for (int j = 0; j < k; j++)
+            for (int64_t i = 0; i < n; i++) yb[j * n + i] *= inv[j];
     }
 }
 
