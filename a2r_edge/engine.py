@@ -48,7 +48,8 @@ class Engine:
     UnsupportedOpError instead of running that node on onnxruntime.
     precision: of the native stages' convolutions, "fp32" (default), "bf16", "int8" or "auto"
     (per stage the fastest that keeps the quality guard against fp32; model/precision.py),
-    measured on ``calibration`` (uint8 BGR pictures; default: the bundled sample) at
+    measured on ``calibration`` (a list of uint8 BGR pictures; default:
+    ``model.precision.calibration_pictures``, the bundled sample and a generated drawing) at
     construction; with backend None the ONNX stages the plan puts on the CPU then run on the
     native backend (onnxruntime's CPU runs fp32; a GPU stays a candidate: make_plan).
     ``precisions`` and plan.describe() say what each stage runs at and why. A
@@ -158,13 +159,16 @@ class Engine:
                strength: float | None = None) -> Iterator[np.ndarray]:
         """Converts frames as they come, same order, pipelined over three threads (preprocess,
         network, postprocess; ``runtime.stream``). No result cache (video frames do not
-        repeat). content_stats: a function (mean, std) -> (mean, std) applied to each frame's
-        AdaIN content statistics before use; colour_stats: the same for each frame's own colour
-        statistics (``stages.colour_moments``) before style='s colour step, called in frame
-        order (apps/video.py smooths both over time). Per-stage latencies of
-        the current or last stream: ``latency()``. metrics: a ``runtime.metrics.StreamMetrics``
-        that gets every stage time, frame and GPU fallback (Prometheus; ``metrics.serve(port)``).
-        strength: as in ``convert``.
+        repeat). content_stats: a function of one argument, a frame's AdaIN content statistics
+        as a (mean, std) pair of float32 (1, C) arrays (C: the AdaIN stage's channels), that
+        returns the pair to use instead, of the same shapes; colour_stats: the same for each
+        frame's own colour statistics, float64 (3,) each ((1,) for gray; B, G, R:
+        ``stages.colour_moments``), before style='s colour step (only with style=). Both are
+        called in frame order (apps/video.py smooths both over time); a result of another
+        shape, not finite or with a std <= 0 is a ValueError (TypeError: not a pair of
+        numbers). Per-stage latencies of the current or last stream: ``latency()``. metrics:
+        a ``runtime.metrics.StreamMetrics`` that gets every stage time, frame and GPU fallback
+        (Prometheus; ``metrics.serve(port)``). strength: as in ``convert``.
         """
         self._metrics = metrics
         return stages.blend_each(self.model, frames, strength, lambda frames: (
@@ -310,7 +314,7 @@ class Engine:
             chosen = choose_precisions(
                 precision, strict=self.strict, executors=self._stage_runners.executors,
                 stage_names=[s.name for s in self.model.stages], runners=self._forward.runners,
-                convert=self.convert, calibration=calibration,
+                convert=self._calibration_convert, calibration=calibration,
                 model_digest=lambda: model_digest(self.model.stages),
                 picture_domain=self._picture_domain())
         finally:
@@ -318,6 +322,19 @@ class Engine:
         self.plan = self.plan.with_precisions(chosen)
         self.stream_plan = self.stream_plan.with_precisions(chosen)
         return chosen
+
+    def _calibration_convert(self, img: np.ndarray) -> np.ndarray:
+        """The network alone (no ROI, no strength blend) on calibration picture ``img`` in one
+        piece, whatever the Engine's tile: the stage inputs the calibration records give the
+        int8 ranges, and tiles run pieces of the stages it does not see. ValueError for a
+        picture too large for A2R_MEMORY_MB in one piece."""
+        h, w = img.shape[:2]
+        if self.tile_size_for(*padded_size(h, w, self.model.stride, self.model.border_margin),
+                              None) is not None:
+            raise ValueError(f"calibration picture {w}x{h} needs more than A2R_MEMORY_MB="
+                             f"{_settings.get('A2R_MEMORY_MB')} in one piece, and calibration "
+                             f"runs pictures whole: give smaller ones or raise A2R_MEMORY_MB")
+        return self._convert_uncached(img, None, None)
 
     def _picture_domain(self) -> tuple[float, float]:
         """(lo, hi) of the normalised picture the first stage reads (ops.preprocess of 0..255)."""

@@ -106,6 +106,32 @@ def test_each_calibration_set_has_its_own_stored_choices(sample):
     assert ranges[0] == ranges[2]
 
 
+def test_an_engine_with_tiles_calibrates_on_whole_pictures(sample, monkeypatch):
+    """Calibration runs each picture whole whatever the Engine's tile: an Engine(tile=256) got
+    no int8 ranges at all (its tiles ran graph pieces the recording never saw; "auto" then
+    failed on an empty list), and its ranges now are the untiled Engine's."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    monkeypatch.setattr(prec, "load", lambda path, precision: {})   # calibrate, not reuse
+    ranges = [{stage: e["act_ranges"] for stage, e in Engine(
+        cache_mb=0, precision="int8", calibration=[sample], tile=tile).precisions.items()}
+        for tile in (256, None)]
+    assert ranges[0]["encode"] and ranges[0]["decode"]
+    assert ranges[0] == ranges[1]
+
+
+def test_a_calibration_picture_too_large_to_run_whole_is_a_value_error(sample, monkeypatch):
+    """At A2R_MEMORY_MB=32 the 512x512 sample is converted in tiles: its ranges were taken from
+    nothing but the Engine's 96x96 memory probe, silently; now a ValueError says why."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    monkeypatch.setattr(prec, "load", lambda path, precision: {})
+    monkeypatch.setenv("A2R_MEMORY_MB", "32")
+    with pytest.raises(ValueError, match="calibration picture 512x512 needs more than "
+                                         "A2R_MEMORY_MB=32 in one piece"):
+        Engine(cache_mb=0, precision="int8", calibration=[sample])
+
+
 @pytest.mark.parametrize("calibration", ["pictures.png", [], np.zeros((8, 8, 3), np.uint8)],
                          ids=["a string", "empty", "one array"])
 @pytest.mark.parametrize("precision", ["fp32", "auto"])
@@ -462,6 +488,25 @@ def test_calibrated_ranges_and_probing(rng):
     assert ex.precision == "fp32"  # probing leaves the executor as it was
     ex.set_precision("int8", ranges)
     assert ex.act_ranges == ranges and "convolutions at int8" in ex.describe((1, 3, 16, 16))
+
+
+def test_a_sibling_runs_at_the_executors_precision(rng):
+    """NativeExecutor.sibling (the graph pieces tiles run): the executor's precision, int8
+    ranges and fp32 nodes as they are when it is made; refused while "auto" has not chosen."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    model = one_conv_model(rng.standard_normal((8, 3, 3, 3)).astype(np.float32))
+    x = rng.uniform(-1, 1, (1, 3, 20, 20)).astype(np.float32)
+    ex = NativeExecutor(model)
+    fp32 = ex.run(x).copy()
+    ex.set_precision("int8", {"Conv_0": (-0.5, 0.5)})   # clips: far from fp32
+    int8 = ex.run(x).copy()
+    assert np.abs(int8 - fp32).max() > 0.1
+    np.testing.assert_array_equal(ex.sibling(model).run(x), int8)
+    ex.set_precision("int8", fp32_nodes=["Conv_0"])
+    np.testing.assert_array_equal(ex.sibling(model).run(x), fp32)
+    with pytest.raises(ValueError, match="'auto' is chosen on the first run"):
+        NativeExecutor(model, precision="auto").sibling(model)
 
 
 def test_bad_precision_and_fallback(rng, monkeypatch):

@@ -41,6 +41,33 @@ def test_only_the_box_changes(package, channels):
                                   crop[feather:-feather, feather:-feather])
 
 
+@pytest.mark.parametrize("channels", [None, 3, 4])
+def test_a_box_of_the_whole_picture_is_the_whole_conversion(package, channels):
+    """No feather on a side at the picture's border: it left an 8-pixel ring of the input
+    blended in (a2r_lite on a landscape: up to 121 levels from the whole conversion)."""
+    shape = (48, 64) if channels is None else (48, 64, channels)
+    img = picture(shape, seed=2)
+    got = Engine(package, roi=lambda bgr: (0, 0, 64, 48), cache_mb=0).convert(img)
+    np.testing.assert_array_equal(got, Engine(package, cache_mb=0).convert(img))
+
+
+def test_only_sides_inside_the_picture_are_feathered(package):
+    """A box on the left and bottom borders: the converted crop as is up to those borders, the
+    input outside, and the feather on its top and right sides only."""
+    img = picture((48, 64, 3), seed=3)
+    x1, y0 = 40, 12
+    out = Engine(package, roi=lambda bgr: (0, y0, x1, 48), cache_mb=0).convert(img)
+    crop = Engine(package, cache_mb=0).convert(img[y0:, :x1])
+    feather = 8
+    np.testing.assert_array_equal(out[y0 + feather:, :x1 - feather],
+                                  crop[feather:, :-feather])
+    np.testing.assert_array_equal(out[:y0], img[:y0])
+    np.testing.assert_array_equal(out[:, x1:], img[:, x1:])
+    top = img[y0, :x1 - feather]   # the top row: the ramp's first step, 1/8 of the crop
+    blend = np.rint(top + (crop[0, :-feather].astype(np.float32) - top) / feather)
+    np.testing.assert_array_equal(out[y0, :x1 - feather], blend.astype(np.uint8))
+
+
 def test_no_detection_converts_the_whole_picture(package):
     img = picture((32, 40, 3), seed=1)
     got = Engine(package, roi=lambda bgr: None, cache_mb=0).convert(img)

@@ -157,6 +157,40 @@ def test_stream_with_style(engine):
         np.testing.assert_array_equal(g, engine.convert(f, style=style))
 
 
+def test_stream_statistics_functions_take_and_return_a_pair(engine):
+    """content_stats and colour_stats take one argument, the frame's (mean, std) pair, and
+    return such a pair (the identity: convert's result, within a level: the AdaIN kernel
+    then takes the statistics given rather than its own). Any other result is an error naming
+    the function and the shapes: a wrong channel count failed in a matrix product of
+    model/package.py, and None was taken as "the frame's own statistics"."""
+    frames = [smooth_picture((32, 32, 3), seed=i) for i in range(2)]
+    style = picture((24, 24, 3), seed=50)
+    seen = {}
+
+    def identity(name):
+        def stats(pair):
+            seen[name] = tuple(v.shape for v in pair)
+            return pair
+        return stats
+
+    for got, frame in zip(engine.stream(frames, style, content_stats=identity("content"),
+                                        colour_stats=identity("colour")), frames):
+        assert np.abs(got.astype(np.int16) - engine.convert(frame, style=style)).max() <= 1
+    channels = seen["content"][0][1]
+    assert seen == {"content": ((1, channels),) * 2, "colour": ((3,), (3,))}
+    bad = [(lambda pair: None, TypeError, r"must return a \(mean, std\) pair of arrays of "
+                                          r"shapes \([^)]*\) and \([^)]*\).* got NoneType"),
+           (lambda pair: (pair[0][..., :1], pair[1][..., :1]), ValueError,
+            r"its mean has shape \((1, 1|1,)\)"),
+           (lambda pair: ("a", "b"), TypeError, "its mean is not numbers: str"),
+           (lambda pair: (pair[0] * np.nan, pair[1]), ValueError, "mean that is not finite"),
+           (lambda pair: (pair[0], -pair[1]), ValueError, "std <= 0")]
+    for name in ("content_stats", "colour_stats"):
+        for stats, error, message in bad:
+            with pytest.raises(error, match=f"^{name} .*{message}"):
+                list(engine.stream(frames, style, **{name: stats}))
+
+
 # --- tiling ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,tile", [((150, 203, 3), 40), ((96, 97, 3), 64),

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 
 from a2r_edge import Engine
+from a2r_edge.model import precision as prec
 from a2r_edge.model import reference as ref
 from a2r_edge.model import whole_stats
+from a2r_edge.model.graph import build_graph
 from a2r_edge.picture import tiling
 from a2r_edge.picture.forward import pad_to_stride, padded_size, reflect_index
+from a2r_edge.runtime import cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "astronaut_toon.png"
@@ -31,7 +34,9 @@ def test_pad_to_stride_is_reflect_and_repeats_a_1_pixel_side(h, w, channels, mar
     hp, wp = h + 2 * margin + -(h + 2 * margin) % 4, w + 2 * margin + -(w + 2 * margin) % 4
     assert out.shape == (hp, wp, 3) and padded_size(h, w, 4, margin) == (hp, wp)
     bgr = np.repeat(img.reshape(h, w, -1)[:, :, :1], 3, 2) if channels in (None, 1) \
-        else img[:, :, :3]
+        else img[:, :, :3].copy()
+    if channels == 4:   # white under fully transparent pixels (forward.visible_bgr)
+        bgr[img[:, :, 3] == 0] = 255
     mode_h, mode_w = ("edge" if h == 1 else "reflect"), ("edge" if w == 1 else "reflect")
     want = np.pad(bgr, ((margin, hp - h - margin), (0, 0), (0, 0)), mode=mode_h)
     want = np.pad(want, ((0, 0), (margin, wp - w - margin), (0, 0)), mode=mode_w)
@@ -86,6 +91,37 @@ def test_tiled_equals_untiled_on_onnxruntime():
     img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
     diff = np.abs(eng.convert(img, tile=256).astype(np.int16) - eng.convert(img))
     assert diff.mean() <= 0.05 and diff.max() <= 2
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_tiles_run_at_the_engines_precision(engine, precision):
+    """The graph pieces run at the stage's precision, int8 ranges and fp32 nodes
+    (NativeExecutor.sibling): they ran at fp32 whatever the Engine's, the same bytes as fp32's
+    tiles (int8: up to 10 levels from its untiled result). At bf16 and int8 tiled and untiled
+    agree within a few levels: their rounding steps magnify float rounding (a one-level change
+    of one pixel moves this int8 output elsewhere by up to 3 levels)."""
+    if precision not in prec.runnable():
+        pytest.skip(f"{precision} does not run at {cpu.isa()}")
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (517, 389), interpolation=cv2.INTER_AREA)
+    eng = Engine(cache_mb=0, precision=precision)
+    tiled = eng.convert(img, tile=256)
+    assert np.any(tiled != engine.convert(img, tile=256))
+    diff = np.abs(tiled.astype(np.int16) - eng.convert(img))
+    assert diff.mean() <= 0.3 and diff.max() <= 5
+
+
+def test_pieces_keep_the_names_of_unnamed_nodes():
+    """An unnamed node is named by its op and index in its graph (graph.node_name); a piece
+    names its nodes as the whole graph does, so the stage's int8 ranges and fp32 lists, keyed
+    by those names, find them (by its own indices a piece's Conv_0 was the whole graph's
+    Conv_3, or nothing)."""
+    proto = whole_stats.load(ROOT / "a2r_edge" / "models" / "a2r_lite" / "decoder.onnx")
+    for node in proto.graph.node:
+        node.name = ""
+    names = [node.name for node in build_graph(proto).nodes]
+    got = [node.name for piece in whole_stats.pieces(proto)
+           for node in build_graph(whole_stats.piece_graph(proto, piece)).nodes]
+    assert got == names and "Conv_12" in names and len(set(names)) == len(names)
 
 
 def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine, monkeypatch):

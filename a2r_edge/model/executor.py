@@ -466,6 +466,19 @@ class NativeExecutor:
                                else act_ranges, fp32_nodes=fp32_nodes, faster_fp32=faster_fp32)
         self.drop_plans()
 
+    def sibling(self, model) -> "NativeExecutor":
+        """An executor of ``model``, a graph cut from this one's whose nodes keep their names
+        (model/whole_stats.py's pieces, which tiles run), sharing this one's arena and
+        strictness, its convolutions at this one's precision, int8 ranges and fp32 nodes (as
+        set now): a picture run in pieces is converted as a whole one is. ValueError while
+        "auto" has not chosen yet."""
+        if self._auto:
+            raise ValueError("precision 'auto' is chosen on the first run (or calibrate()); "
+                             "run this executor before making pieces of its graph")
+        ex = NativeExecutor(model, self.memory, strict=self.strict, fit=self.fit)
+        ex._mode = self._mode
+        return ex
+
     def calibrate(self, inputs) -> dict:
         """Choose the precision on ``inputs`` (float32 arrays of the model's one input) as
         "auto" does, and keep it; returns the choice (precision.choose)."""

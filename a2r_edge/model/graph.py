@@ -201,7 +201,7 @@ def build_graph(proto, strict: bool = False) -> Graph:
     rename: dict[str, str] = {}
     nodes: list[Node] = []
     for i, n in enumerate(g.node):
-        name = n.name or f"{n.op_type}_{i}"
+        name = node_name(n, i)
         attrs = {k: _decode(v) for k, v in _attrs(n).items()}
         ins = [rename.get(s, s) for s in n.input]
         op = "AdaIN" if n.domain == ADAIN_DOMAIN else n.op_type
@@ -216,6 +216,12 @@ def build_graph(proto, strict: bool = False) -> Graph:
     return Graph(nodes, consts, inputs, outputs, opset,
                  {o.domain: o.version for o in proto.opset_import}, proto.ir_version,
                  input_dtypes)
+
+
+def node_name(node, index: int) -> str:
+    """The name of ONNX node ``node``, the ``index``-th of its graph: its own, or for an unnamed
+    one its op and index (plans, int8 ranges and fallback lists key convolutions by it)."""
+    return node.name or f"{node.op_type}_{index}"
 
 
 def _is_identity(n, op, attrs, ins, consts) -> bool:

@@ -15,6 +15,8 @@ import dataclasses
 
 import numpy as np
 
+from .graph import node_name
+
 
 @dataclasses.dataclass(frozen=True)
 class Norm:
@@ -120,9 +122,11 @@ def pieces(proto) -> list[Piece]:
 
 def piece_graph(proto, piece: Piece, stats=None):
     """``piece`` of ``proto`` as a model of its own: graph inputs ``piece.inputs``, outputs
-    ``piece.outputs``. stats: (mean, variance) per channel of the InstanceNormalization node it
-    starts with (``piece.norm``), which then becomes Mul and Add by constants; None: the node
-    normalises by its input's own statistics."""
+    ``piece.outputs``, each node named as in the whole graph (``graph.node_name``: the int8
+    ranges and fp32 lists of the stage's executor find its convolutions). stats: (mean,
+    variance) per channel of the InstanceNormalization node it starts with (``piece.norm``),
+    which then becomes Mul and Add by constants; None: the node normalises by its input's own
+    statistics."""
     import onnx
     from onnx import helper, numpy_helper
     if stats is not None and piece.norm is None:
@@ -133,7 +137,12 @@ def piece_graph(proto, piece: Piece, stats=None):
     out.functions.extend(proto.functions)
     g = out.graph
     g.name = proto.graph.name
-    nodes = list(proto.graph.node[piece.start:piece.stop])
+    nodes = []
+    for i in range(piece.start, piece.stop):
+        node = onnx.NodeProto()
+        node.CopyFrom(proto.graph.node[i])
+        node.name = node_name(node, i)
+        nodes.append(node)
     added = []
     if stats is not None:
         n, node = piece.norm, nodes[0]
@@ -143,8 +152,10 @@ def piece_graph(proto, piece: Piece, stats=None):
         names = [f"{node.output[0]}__fixed_{k}" for k in ("a", "b", "ax")]
         added = [numpy_helper.from_array(v.astype(np.float32).reshape(1, -1, 1, 1), name)
                  for name, v in zip(names[:2], (a, b))]
-        nodes[:1] = [helper.make_node("Mul", [node.input[0], names[0]], [names[2]]),
-                     helper.make_node("Add", [names[2], names[1]], [node.output[0]])]
+        nodes[:1] = [helper.make_node("Mul", [node.input[0], names[0]], [names[2]],
+                                      name=f"{node.name}__fixed_mul"),
+                     helper.make_node("Add", [names[2], names[1]], [node.output[0]],
+                                      name=f"{node.name}__fixed_add")]
     used = {t for node in nodes for t in node.input}
     g.node.extend(nodes)
     g.initializer.extend([t for t in proto.graph.initializer if t.name in used] + added)

@@ -72,18 +72,23 @@ def resolve(roi) -> Detector | None:
 
 def paste(frame: np.ndarray, region: np.ndarray, box, feather: int = 8) -> np.ndarray:
     """``region`` (converted crop of ``box``) pasted into a copy of ``frame`` with a linear
-    ``feather``-pixel edge (8: wide enough to hide the seam, narrow next to a face)."""
+    ``feather``-pixel edge (8: wide enough to hide the seam, narrow next to a face) on each side
+    of the box inside the picture; a side on the picture's border has no seam to hide and is
+    pasted as converted (a box of the whole picture gives the region itself)."""
     import cv2
     x0, y0, x1, y1 = box
+    h, w = frame.shape[:2]
     if region.shape[:2] != (y1 - y0, x1 - x0):
         region = cv2.resize(region, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
         region = region.reshape(region.shape[:2] + frame.shape[2:])
 
-    def ramp(n):
-        return np.minimum(np.minimum(np.arange(n) + 1, np.arange(n)[::-1] + 1) / feather,
-                          1.0).astype(np.float32)
+    def ramp(n, start: bool, end: bool):   # start, end: that side is inside the picture
+        i = np.arange(n)
+        up = (i + 1) / feather if start else np.ones(n)
+        down = (n - i) / feather if end else np.ones(n)
+        return np.minimum(np.minimum(up, down), 1.0).astype(np.float32)
 
-    m = ramp(y1 - y0)[:, None] * ramp(x1 - x0)[None, :]
+    m = ramp(y1 - y0, y0 > 0, y1 < h)[:, None] * ramp(x1 - x0, x0 > 0, x1 < w)[None, :]
     if frame.ndim == 3:
         m = m[..., None]
     out = frame.copy()

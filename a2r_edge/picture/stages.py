@@ -93,11 +93,12 @@ def adain(stage, x: np.ndarray, target, content=None, out=None) -> np.ndarray:
     """AdaIN stage: x's features renormalised to target statistics. target: a (mean, std) pair
     (a reference photo's), or the model's ``AdainStats`` (its fixed statistics, or those its
     content map predicts from the content statistics). content: None (x's own statistics), a
-    (mean, std) pair (shared by tiles), or a function of x's own pair (smoothed over video
-    frames)."""
+    (mean, std) pair (shared by tiles), or a function taking x's own pair, float32 (1, C) each,
+    and returning such a pair (smoothed over video frames; ``checked_stats``)."""
     eps = stage.params["eps"]
     if callable(content):
-        content = content(ops.channel_stats(x, eps))
+        own = ops.channel_stats(x, eps)
+        content = checked_stats(content(own), own, "content_stats")
     if isinstance(target, AdainStats):
         if target.weight is not None and content is None:
             content = ops.channel_stats(x, eps)
@@ -107,6 +108,33 @@ def adain(stage, x: np.ndarray, target, content=None, out=None) -> np.ndarray:
         raise ValueError(f"stage {stage.name!r}: {mean.shape[-1]} statistics for {x.shape[1]} "
                          f"feature channels")
     return ops.adain(x, mean, std, eps=eps, content_stats=content, out=out)
+
+
+def checked_stats(result, given, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``result`` of a caller's statistics function (``Engine.stream``'s ``name``, content_stats
+    or colour_stats) called with the pair ``given``: it must be a (mean, std) pair of
+    arrays of given's shapes, finite, std > 0 -> the pair as arrays of given's dtypes.
+    TypeError or ValueError naming ``name`` and the shapes otherwise (a wrong channel count
+    failed inside a matrix product, and None passed as "no statistics")."""
+    want = f"a (mean, std) pair of arrays of shapes {given[0].shape} and {given[1].shape}"
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError(f"{name} must return {want}, like the pair it is given; got "
+                        f"{type(result).__name__}")
+    pair = []
+    for part, v, g in zip(("mean", "std"), result, given):
+        try:
+            a = np.asarray(v, g.dtype)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must return {want}; its {part} is not numbers: "
+                            f"{type(v).__name__}") from None
+        if a.shape != g.shape:
+            raise ValueError(f"{name} must return {want}; its {part} has shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name} returned a {part} that is not finite")
+        if part == "std" and np.any(a <= 0):
+            raise ValueError(f"{name} returned a std <= 0")
+        pair.append(a)
+    return pair[0], pair[1]
 
 
 def guided_filter(stage, x: np.ndarray, guide: np.ndarray, out=None) -> np.ndarray:

@@ -49,10 +49,15 @@ def reference(forward, photo: np.ndarray | None, strength):
 
 def styled(img: np.ndarray, colour, own_stats: Callable | None = None) -> np.ndarray:
     """The picture to convert: as given, or its colours moved towards a reference photo's
-    (colour: its colour statistics and the strength; own_stats: applied to the picture's own
-    colour statistics first, as in ``Engine.stream``)."""
+    (colour: its colour statistics and the strength; own_stats: a function taking the
+    picture's own colour statistics, a (mean, std) pair of float64 (C,) arrays
+    (``stages.colour_moments``), and returning such a pair (``stages.checked_stats``), as in
+    ``Engine.stream``)."""
     if colour is None:
         return img
     ref, strength = colour
-    own = None if own_stats is None else own_stats(stages.colour_moments(img))
+    own = None
+    if own_stats is not None:
+        own = stages.colour_moments(img)
+        own = stages.checked_stats(own_stats(own), own, "colour_stats")
     return stages.colour_transfer(img, ref, strength, own=own)

@@ -261,7 +261,8 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
 def _add_pieces(passes: _Passes, forward, stage, graph) -> None:
     """ONNX ``stage`` (its graph ``graph``) as one step per piece (``whole_stats.pieces``: cut
     before each InstanceNormalization node), each piece run with the whole-picture statistics of
-    the node it starts with, gathered from the tiles' values at that cut."""
+    the node it starts with, gathered from the tiles' values at that cut, on the stage's backend
+    at the stage's precision (``forward.variant``: ``StageRunners.variant``)."""
     inits = {t.name for t in graph.graph.initializer}
     name_in = next(vi.name for vi in graph.graph.input if vi.name not in inits)
     name_out = graph.graph.output[0].name

@@ -72,13 +72,13 @@ class StageRunners:
     def variant(self, stage, backend: str, model, threads: int | None = None):
         """A function {input name: array} -> {output name: array} running ``model`` (an
         onnx.ModelProto made from ``stage``'s graph, e.g. a piece of it by
-        model/whole_stats.py) on ``backend``: the native executor when it can run it, else
-        onnxruntime. Its outputs are owned by it until its next call."""
+        model/whole_stats.py) on ``backend``. native: on a sibling of the stage's executor
+        (``NativeExecutor.sibling``), at the stage's precision with its int8 ranges and fp32
+        nodes, so tiles run as the whole picture does; a node it cannot run goes to onnxruntime
+        inside its plan, as in the stage's. onnxruntime: at fp32, as the stage. Its outputs are
+        owned by it until its next call."""
         if backend == "native":
-            try:
-                return NativeExecutor(model, self.arena).run_many
-            except UnsupportedOpError:
-                pass
+            return self.executors[stage.name].sibling(model).run_many
         session = OrtSession(model.SerializeToString(), threads=threads)
         return lambda feeds: dict(zip(session.output_names, session.run(feeds)))
 
