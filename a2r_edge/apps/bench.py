@@ -23,7 +23,6 @@ the ratios of one run, not absolute times across runs.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
