@@ -295,8 +295,8 @@ def erf(x, out=None):
 def gelu(x, approximate="none", out=None):
     """GELU elementwise on a float32 array of any shape, as ONNX Gelu: ``x/2 (1 + erf(x /
     sqrt 2))`` (relative error below 5e-6), or with ``approximate="tanh"`` ``x/2 (1 +
-    tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (below 2e-5: the float32 cubic), wherever the
-    result is above 1e-30 in size. ``out`` may be ``x``."""
+    tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (below 2e-5: the float32 cubic), where the result
+    is a normal float. ``out`` may be ``x``."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     return _elementwise(lambda a, y: _kernels.gelu(a, y, GELU_CODES[approximate]), x, out)
