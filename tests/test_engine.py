@@ -107,6 +107,14 @@ def test_colour_under_transparent_pixels_does_not_reach_the_visible_ones(engine)
     on_white[~seen] = 255
     np.testing.assert_array_equal(outs[0][:, :, :3], engine.convert(on_white))
     assert opaque.sum() > 400
+    # with style=, the colour step's statistics are of the visible pixels too
+    ref_photo = picture((20, 20, 3), seed=10)
+    styled = []
+    for under in ((255, 0, 255), (0, 0, 0)):
+        bgr = sprite.copy()
+        bgr[alpha == 0] = under
+        styled.append(engine.convert(np.dstack([bgr, alpha]), style=ref_photo))
+    np.testing.assert_array_equal(styled[1][seen], styled[0][seen])
 
 
 def test_strided_input_and_batch_and_stream(engine):

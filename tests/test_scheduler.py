@@ -265,9 +265,15 @@ def test_calibration_measures_the_largest_size_within_the_memory_budget(tiny, tm
     monkeypatch.setenv("A2R_MEMORY_MB", "4")
     first = make_plan(tiny.stages)
     assert "calibration at 256x256" in first.describe() and calibrated_sizes(tmp_path) == [256]
+    timer = measure.StageChain.time_stages
     monkeypatch.setattr(measure.StageChain, "time_stages", lambda *a, **k: pytest.fail(
         "calibrated again instead of reusing the cache"))
     assert make_plan(tiny.stages).placements == first.placements
+    # a raised limit measures 512x512 instead of reusing 256x256, whose cache names its limit
+    monkeypatch.setattr(measure.StageChain, "time_stages", timer)
+    monkeypatch.setenv("A2R_MEMORY_MB", "64")
+    assert "calibration at 512x512" in make_plan(tiny.stages).describe()
+    assert calibrated_sizes(tmp_path) == [256, 512]
 
 
 def test_engine_tile_bounds_the_calibration_and_the_pictures_convert(tiny, tmp_path,

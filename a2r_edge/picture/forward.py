@@ -1,7 +1,7 @@
 """One picture's way through a model: prepare -> features -> network -> finish.
 
-    uint8 gray / BGR / BGRA (white under its transparent pixels: ``visible_bgr``)  ->  pad: margin, stride
-    (``pad_to_stride``)  ->  preprocess
+    uint8 gray / BGR / BGRA (white under its transparent pixels: ``visible_bgr``)
+    ->  pad: margin, stride (``pad_to_stride``)  ->  preprocess
     -> the model's stages in order (onnx networks, AdaIN to photo or reference statistics,
        guided-filter detail)  ->  postprocess  ->  crop  ->  gray / alpha restored
 
@@ -61,8 +61,8 @@ def pad_to_stride(img: np.ndarray, stride: int, margin: int = 0,
     on the bottom and right. The margin (a model's ``border_margin``) keeps the network's own
     zero padding away from the picture on all four sides alike: without it the top and left
     edges sat on that padding and the bottom and right ones did not (a one-sided bright line,
-    issue 22). Gray is broadcast to three channels; BGRA gives ``visible_bgr``. out: an optional (Hp, Wp, 3)
-    uint8 buffer; returns ``img`` itself when it is already BGR at a multiple of the stride,
+    issue 22). Gray is broadcast to three channels; BGRA gives ``visible_bgr``. out: an
+    optional (Hp, Wp, 3) uint8 buffer; returns ``img`` itself when it is already BGR at a multiple of the stride,
     C-contiguous and there is no margin."""
     if is_padded_bgr(img, stride, margin):
         return img
@@ -74,7 +74,7 @@ def pad_to_stride(img: np.ndarray, stride: int, margin: int = 0,
     if src.shape[2] == 4:
         src = visible_bgr(src)
     m = margin
-    np.copyto(out[m:m + h, m:m + w], src[:, :, :3] if src.shape[2] >= 3 else src)  # gray broadcasts
+    np.copyto(out[m:m + h, m:m + w], src)  # gray (one channel) broadcasts
     for j in (*range(m), *range(m + w, wp)):   # columns beside the picture, its rows only
         np.copyto(out[m:m + h, j], out[m:m + h, m + reflect_index(j - m, w)])
     for i in (*range(m), *range(m + h, hp)):   # whole rows above and below

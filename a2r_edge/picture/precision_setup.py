@@ -25,7 +25,8 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     executors: {stage: native executor}; stage_names: the model's stages in order; runners: the
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
-    calibration: a non-empty list of uint8 BGR pictures or None (the bundled sample);
+    calibration: a non-empty list of uint8 BGR pictures or None
+    (precision.calibration_pictures);
     model_digest: () -> the stages' digest naming the stored choices, with the calibration
     pictures' own (asked only when calibrating); picture_domain:
     (lo, hi) of the normalised picture the first stage reads, which its int8 ranges cover
@@ -73,7 +74,7 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
 
 def _choice_key(model_digest: str, pictures: list, calibration) -> str:
     """The name of the stored choices: the model's digest, and for the user's own calibration
-    pictures their digest too (the ranges and choices depend on them; the bundled sample's
+    pictures their digest too (the ranges and choices depend on them; the default pictures'
     choices keep the model's name)."""
     if calibration is None:
         return model_digest

@@ -183,11 +183,17 @@ def colour_stats(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def colour_moments(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A picture's own colour statistics, as colour_transfer measures them: mean and
     sqrt(var + 1) of each colour channel (1 for gray, B, G, R otherwise; alpha is not a colour),
-    float64. img: uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA."""
+    float64; of a BGRA picture over its pixels that are not fully transparent (files keep any
+    colour under those). img: uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA."""
     import cv2
     planes = img.reshape(img.shape[0], img.shape[1], -1)
+    seen = None
+    if planes.shape[2] == 4:
+        seen = (planes[:, :, 3] > 0).astype(np.uint8)
+        planes = np.ascontiguousarray(planes[:, :, :3])
+        seen = seen if seen.any() else None
     nc_colour = 1 if planes.shape[2] == 1 else 3
-    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes))   # alpha's: dropped
+    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes, mask=seen))
     return m, np.sqrt(sd * sd + 1.0)
 
 

@@ -259,11 +259,16 @@ def model_digest(stages) -> str:
 
 # --- calibration ------------------------------------------------------------------------------
 
-def calibration_path(stages, threads: int, size: int) -> str:
+def calibration_path(stages, threads: int, size: int, fallback: bool = False) -> str:
+    """Where the calibration at ``size`` is cached; ``fallback``: a size below the largest one
+    asked for, taken because that did not fit A2R_MEMORY_MB, so the limit is in the name (a
+    raised limit measures the larger size anew instead of reusing the smaller one)."""
+    from .. import _settings
     from . import cpu, system
     key = system.machine_key()
+    limit = f"-within{_settings.get('A2R_MEMORY_MB')}MB" if fallback else ""
     return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{cpu.build_id()}-{size}px-{threads}t.json")
+                                              f"{cpu.build_id()}{limit}-{size}px-{threads}t.json")
 
 
 def calibration_sizes(largest: int = CALIBRATION_SIZE) -> list[int]:
@@ -334,8 +339,9 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
     entries and the "size" they were measured at), measured once per machine, model and
     thread count and then read from the cache: the first of ``calibration_sizes(size)`` cached,
     else measured at the first whose native plans fit A2R_MEMORY_MB (MemoryLimitError, naming
-    no size, when none does). A cache that cannot be written is not an error (the figures are
-    still used)."""
+    no size, when none does). A smaller size's cache is kept under the limit it was taken at
+    (``calibration_path``'s fallback). A cache that cannot be written is not an error (the
+    figures are still used)."""
     import a2r_edge
 
     from .. import _settings
@@ -344,13 +350,13 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
 
     threads = threads or cpu.num_threads()
     sizes = calibration_sizes(size)
-    for size in sizes if use_cache else ():
-        data = _cached_calibration(calibration_path(stages, threads, size))
+    paths = [calibration_path(stages, threads, s, fallback=i > 0) for i, s in enumerate(sizes)]
+    for size, path in zip(sizes, paths) if use_cache else ():
+        data = _cached_calibration(path)
         if data is not None:
             data["size"] = size
             return data
-    for size in sizes:
-        path = calibration_path(stages, threads, size)
+    for size, path in zip(sizes, paths):
         try:
             with cpu.using_threads(threads):
                 # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on

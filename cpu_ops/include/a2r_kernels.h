@@ -89,7 +89,8 @@ void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_sca
 void a2r_gelu(const float *x, float *y, int64_t n, int form);
 
 /* softmax_rows: y = e^(x - max) / sum e^(x - max) along each of `rows` contiguous rows of n
- * floats (ONNX Softmax over the last axis); relative error below 1e-6; y may equal x. */
+ * floats (ONNX Softmax over the last axis); relative error below 4e-6 where y is a normal float
+ * (most of it the rounding of x - max before e^); y may equal x. */
 void a2r_softmax_rows(const float *x, float *y, int64_t rows, int64_t n);
 
 /* layernorm_rows: y = (x - mean) / sqrt(var + eps) * scale + bias along each of `rows`

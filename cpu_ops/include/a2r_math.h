@@ -152,9 +152,11 @@ static inline float a2r_tanh1(float x) {
 static inline float a2r_gelu1(float x, int form) {
     if (form == A2R_GELU_TANH) {
         const float u = x * A2R_MADD(x * x, 2.0f * A2R_GELU_K * 0.044715f, 2.0f * A2R_GELU_K);
-        return x / (1.0f + a2r_expneg1(u < A2R_SILU_LO ? A2R_SILU_LO : (u > A2R_SILU_HI ? A2R_SILU_HI : u)));
+        const float uc = u < A2R_SILU_LO ? A2R_SILU_LO : (u > A2R_SILU_HI ? A2R_SILU_HI : u);
+        return x / (1.0f + a2r_expneg1(uc));
     }
-    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f, v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
+    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f;
+    const float v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
     const uint32_t sign = a2r_float_to_bits(v) & 0x80000000u;
     const float z = a2r_bits_to_float(a2r_float_to_bits(v) & 0x7fffffffu);
     const float x2 = x * x, z2 = x2 * half, lo = A2R_MADD(x, x, -x2) * half;
@@ -252,7 +254,7 @@ static inline float a2r_vhsum(a2r_vf v) {
     return v[0];
 }
 
-/* The largest lane (NaN lanes are passed over unless all are NaN). */
+/* The largest lane (a NaN lane may be passed over or returned). */
 static inline float a2r_vhmax(a2r_vf v) {
     const a2r_vu folds[] = A2R_FOLDS;
     for (unsigned k = 0; k < sizeof folds / sizeof folds[0]; k++) {

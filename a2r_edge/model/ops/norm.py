@@ -218,7 +218,7 @@ def _ln_build(n, graph, shapes, view, scratch):
     stats = [view(o) if o else None for o in (list(n.outputs[1:3]) + ["", ""])[:2]]
     if x.size == 0:
         return lambda: None
-    if not any(s is not None for s in stats):   # one pass per row (transformers' token norm)
+    if not any(s is not None for s in stats):   # the rows kernel (transformers' token norm)
         fixed = all(not t or t in graph.consts for t in n.inputs[1:3])
         return _ln_rows(x, y, x.shape[axis:], scale, bias, eps, fixed)
     norm, affine = _normalise_planes(x, y, planes, size, eps), _affine(y, scale, bias)

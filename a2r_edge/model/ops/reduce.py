@@ -91,17 +91,22 @@ def _softmax_shapes(node, in_shapes, graph):
 
 
 def _softmax_scratch(node, shapes, graph):
+    """The per-row maxima and sums of the numpy form; none on the rows kernel (the last axis)."""
     x = shapes[node.inputs[0]]
     axis = _softmax_axis(node, len(x), graph.opset)
+    if axis == len(x) - 1:
+        return []
     return [tuple(1 if i == axis else d for i, d in enumerate(x))]
 
 
 def _softmax_build(node, graph, shapes, view, scratch):
     x, y = view(node.inputs[0]), view(node.outputs[0])
-    axis, m = _softmax_axis(node, x.ndim, graph.opset), scratch[0]
-    if axis == x.ndim - 1 and x.size:   # rows: one pass each (attention's scores)
+    axis = _softmax_axis(node, x.ndim, graph.opset)
+    if axis == x.ndim - 1:   # the rows kernel (attention's scores)
         xf, yf, n = x.reshape(-1), y.reshape(-1), x.shape[-1]
-        return lambda: _kernels.softmax_rows(xf, yf, x.size // n, n)
+        return (lambda: _kernels.softmax_rows(xf, yf, x.size // n, n)) if x.size else \
+            (lambda: None)
+    m = scratch[0]
 
     def softmax():
         np.max(x, axis=axis, keepdims=True, out=m)

@@ -1,7 +1,8 @@
 /* rows kernel bodies (contract: a2r_kernels.h). Compiled once per ISA level. Softmax and
  * LayerNormalization over the last axis of a contiguous (rows, n) array, the attention and
  * token layers of transformer generators: their rows are short (16-64 in window attention), so
- * one pass per row over values still in L1, rows shared between threads. Sums are kept in
+ * one call per row whose passes (max, e^, scale; mean, variance, write) find it in L1, rows
+ * shared between threads. Sums are kept in
  * vector lanes (a2r_vf), then added lane by lane: the order is fixed for a given n and level,
  * so the result does not depend on the thread count. */
 #include <math.h>
@@ -23,7 +24,8 @@ static inline float row_sum(const float *x, int64_t n, float shift, int square) 
     return s;
 }
 
-/* The largest of n floats (NaN passed over unless all are). */
+/* The largest of n floats (a NaN may be passed over or returned: either way the row's softmax
+ * is NaN, through its sum). */
 static inline float row_max(const float *x, int64_t n) {
     float m = x[0];
     int64_t i = 0;
