@@ -115,6 +115,13 @@ def test_colour_under_transparent_pixels_does_not_reach_the_visible_ones(engine)
         bgr[alpha == 0] = under
         styled.append(engine.convert(np.dstack([bgr, alpha]), style=ref_photo))
     np.testing.assert_array_equal(styled[1][seen], styled[0][seen])
+    # and a BGRA reference photo's colour statistics are of its visible pixels
+    from a2r_edge.picture import stages, style
+    photo_alpha = np.zeros((20, 20), np.uint8)
+    photo_alpha[4:16, 3:17] = 255
+    _, (colour, _) = style.reference(engine._forward, np.dstack([ref_photo, photo_alpha]), None)
+    for got, want in zip(colour, stages.colour_stats(np.ascontiguousarray(ref_photo[4:16, 3:17]))):
+        np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
 def test_strided_input_and_batch_and_stream(engine):

@@ -168,13 +168,15 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, out=None) -> np.ndarr
 STYLE_COLOUR = 0.5
 
 
-def colour_stats(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def colour_stats(bgr: np.ndarray, seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A reference photo's colour statistics: mean and sqrt(var + 1) over its pixels of B, G, R
     and its gray picture (OpenCV BGR2GRAY, for gray inputs), float64 (4,) each.
-    bgr: uint8 (H, W, 3)."""
+    bgr: uint8 (H, W, 3); seen: None, or a bool (H, W) mask of the pixels to count (a BGRA
+    photo's not fully transparent ones; all when none is)."""
     import cv2
     gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
-    moments = [cv2.meanStdDev(v) for v in (bgr, gray)]
+    mask = seen.astype(np.uint8) if seen is not None and seen.any() else None
+    moments = [cv2.meanStdDev(v, mask=mask) for v in (bgr, gray)]
     mean = np.concatenate([m.ravel() for m, _ in moments])
     std = np.concatenate([sd.ravel() for _, sd in moments])
     return mean, np.sqrt(std * std + 1.0)
