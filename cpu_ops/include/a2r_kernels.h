@@ -89,13 +89,13 @@ void a2r_tanh(const float *x, float *y, int64_t n, float in_scale, float out_sca
 void a2r_gelu(const float *x, float *y, int64_t n, int form);
 
 /* softmax_rows: y = e^(x - max) / sum e^(x - max) along each of `rows` contiguous rows of n
- * floats (ONNX Softmax over the last axis); relative error below 4e-6 where y is a normal float
- * (most of it the rounding of x - max before e^); y may equal x. */
+ * floats, n >= 1 (ONNX Softmax over the last axis); relative error below 4e-6 where y is a
+ * normal float (most of it the rounding of x - max before e^); y may equal x. */
 void a2r_softmax_rows(const float *x, float *y, int64_t rows, int64_t n);
 
 /* layernorm_rows: y = (x - mean) / sqrt(var + eps) * scale + bias along each of `rows`
- * contiguous rows of n floats (ONNX LayerNormalization over the last axes), mean and biased
- * variance of the row; scale: n floats; bias: n floats or NULL; y may equal x. */
+ * contiguous rows of n >= 1 floats (ONNX LayerNormalization over the last axes), mean and
+ * biased variance of the row; scale: n floats; bias: n floats or NULL; y may equal x. */
 void a2r_layernorm_rows(const float *x, int64_t rows, int64_t n, const float *scale,
                         const float *bias, float eps, float *y);
 

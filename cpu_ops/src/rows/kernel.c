@@ -2,9 +2,8 @@
  * LayerNormalization over the last axis of a contiguous (rows, n) array, the attention and
  * token layers of transformer generators: their rows are short (16-64 in window attention), so
  * one call per row whose passes (max, e^, scale; mean, variance, write) find it in L1, rows
- * shared between threads. Sums are kept in
- * vector lanes (a2r_vf), then added lane by lane: the order is fixed for a given n and level,
- * so the result does not depend on the thread count. */
+ * shared between threads. Sums are kept in vector lanes (a2r_vf), then folded (a2r_vhsum): the
+ * order is fixed for a given n and level, so the result does not depend on the thread count. */
 #include <math.h>
 
 #include "a2r_isa.h"
