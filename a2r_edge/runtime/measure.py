@@ -356,12 +356,13 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
         if data is not None:
             data["size"] = size
             return data
+    chain = StageChain(stages, threads)   # loaded once, timed at each size tried
     for size, path in zip(sizes, paths):
         try:
             with cpu.using_threads(threads):
                 # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on
                 # small models; a large model hits the budget and still stays well under 5 s.
-                entries = StageChain(stages, threads).time_stages(size, rounds=5, budget_s=0.3)
+                entries = chain.time_stages(size, rounds=5, budget_s=0.3)
         except MemoryLimitError:
             continue
         data = {"schema": "a2r_edge.calibration/1", "source": "calibration",
