@@ -219,8 +219,7 @@ def _ln_build(n, graph, shapes, view, scratch):
     if x.size == 0:
         return lambda: None
     if not any(s is not None for s in stats):   # the rows kernel (transformers' token norm)
-        fixed = all(not t or t in graph.consts for t in n.inputs[1:3])
-        return _ln_rows(x, y, x.shape[axis:], scale, bias, eps, fixed)
+        return _ln_rows(x, y, x.shape[axis:], scale, bias, eps)
     norm, affine = _normalise_planes(x, y, planes, size, eps), _affine(y, scale, bias)
     mean, inv = scratch
     xf = x.reshape(-1)
@@ -236,21 +235,27 @@ def _ln_build(n, graph, shapes, view, scratch):
     return layer_norm_with_stats
 
 
-def _ln_rows(x, y, row, scale, bias, eps, fixed):
+def _ln_rows(x, y, row, scale, bias, eps):
     """Closure: the layernorm_rows kernel over x's rows of shape ``row`` (the normalised axes).
-    Scale and bias broadcast to one row: once when both are constants (``fixed``), else on
-    each run (a run-time tensor; a row's worth)."""
+    scale and bias (constants or arena views, fixed for the plan's life): read in place when
+    they have a row's shape, else broadcast into a row buffer made once, on each run (a view's
+    values change between runs)."""
     size = int(np.prod(row))
     xf, yf = x.reshape(-1), y.reshape(-1)
 
-    def flat(v):
-        return None if v is None else \
-            np.ascontiguousarray(np.broadcast_to(v, row), np.float32).reshape(-1)
-    if fixed:
-        s, b = flat(scale), flat(bias)
-        return lambda: _kernels.layernorm_rows(xf, x.size // size, size, s, b, eps, yf)
-    return lambda: _kernels.layernorm_rows(xf, x.size // size, size, flat(scale), flat(bias),
-                                           eps, yf)
+    def as_row(v):   # (the flat row, or None; a copy to make before each run, or None)
+        if v is None or v.shape == tuple(row):
+            return (None if v is None else v.reshape(-1)), None
+        buf = np.empty(row, np.float32)
+        return buf.reshape(-1), lambda: np.copyto(buf, v)
+    (s, fill_s), (b, fill_b) = as_row(scale), as_row(bias)
+    fills = [f for f in (fill_s, fill_b) if f is not None]
+
+    def layer_norm():
+        for f in fills:
+            f()
+        _kernels.layernorm_rows(xf, x.size // size, size, s, b, eps, yf)
+    return layer_norm
 
 
 def _ln_scratch(n, shapes, graph):
