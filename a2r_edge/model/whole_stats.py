@@ -137,27 +137,24 @@ def piece_graph(proto, piece: Piece, stats=None):
     out.functions.extend(proto.functions)
     g = out.graph
     g.name = proto.graph.name
-    nodes = []
-    for i in range(piece.start, piece.stop):
-        node = onnx.NodeProto()
-        node.CopyFrom(proto.graph.node[i])
-        node.name = node_name(node, i)
-        nodes.append(node)
+    nodes = list(proto.graph.node[piece.start:piece.stop])
+    names = [node_name(node, i) for i, node in enumerate(nodes, piece.start)]
     added = []
     if stats is not None:
         n, node = piece.norm, nodes[0]
         mean, var = (np.asarray(v, np.float64).reshape(-1) for v in stats)
         a = n.scale.astype(np.float64) / np.sqrt(var + n.epsilon)
         b = n.bias.astype(np.float64) - mean * a
-        names = [f"{node.output[0]}__fixed_{k}" for k in ("a", "b", "ax")]
+        fixed = [f"{node.output[0]}__fixed_{k}" for k in ("a", "b", "ax")]
         added = [numpy_helper.from_array(v.astype(np.float32).reshape(1, -1, 1, 1), name)
-                 for name, v in zip(names[:2], (a, b))]
-        nodes[:1] = [helper.make_node("Mul", [node.input[0], names[0]], [names[2]],
-                                      name=f"{node.name}__fixed_mul"),
-                     helper.make_node("Add", [names[2], names[1]], [node.output[0]],
-                                      name=f"{node.name}__fixed_add")]
+                 for name, v in zip(fixed[:2], (a, b))]
+        nodes[:1] = [helper.make_node("Mul", [node.input[0], fixed[0]], [fixed[2]]),
+                     helper.make_node("Add", [fixed[2], fixed[1]], [node.output[0]])]
+        names[:1] = [f"{names[0]}__fixed_mul", f"{names[0]}__fixed_add"]
     used = {t for node in nodes for t in node.input}
-    g.node.extend(nodes)
+    g.node.extend(nodes)   # copies: named here, the source graph's nodes left as they are
+    for node, name in zip(g.node, names):
+        node.name = name
     g.initializer.extend([t for t in proto.graph.initializer if t.name in used] + added)
     for field, names in ((g.input, piece.inputs), (g.output, piece.outputs)):
         field.extend(helper.make_tensor_value_info(
