@@ -77,6 +77,12 @@ static inline float a2r_expneg1(float xc) {
     return p * a2r_bits_to_float(a2r_float_to_bits(t) << 23);
 }
 
+/* e^-d for d >= 0 (NaN kept), exactly 0 once d > A2R_SILU_HI (the true value is below
+ * 1e-38): erfc's tail, softmax's far scores (a -inf score weighs 0). */
+static inline float a2r_expneg0(float d) {
+    return d > A2R_SILU_HI ? 0.0f : a2r_expneg1(d < A2R_SILU_LO ? A2R_SILU_LO : d);
+}
+
 static inline float a2r_silu1(float x) {
     const float xc = x < A2R_SILU_LO ? A2R_SILU_LO : (x > A2R_SILU_HI ? A2R_SILU_HI : x);
     return x / (1.0f + a2r_expneg1(xc));
@@ -155,8 +161,8 @@ static inline float a2r_gelu1(float x, int form) {
         const float uc = u < A2R_SILU_LO ? A2R_SILU_LO : (u > A2R_SILU_HI ? A2R_SILU_HI : u);
         return x / (1.0f + a2r_expneg1(uc));
     }
-    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f;
-    const float v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
+    const int exact = form == A2R_GELU_EXACT;
+    const float half = exact ? 0.5f : 1.0f, v = exact ? x * A2R_SQRT1_2 : x;
     const uint32_t sign = a2r_float_to_bits(v) & 0x80000000u;
     const float z = a2r_bits_to_float(a2r_float_to_bits(v) & 0x7fffffffu);
     const float x2 = x * x, z2 = x2 * half, lo = A2R_MADD(x, x, -x2) * half;
@@ -164,8 +170,9 @@ static inline float a2r_gelu1(float x, int form) {
     float r;
     A2R_ERFCX_R(r, A2R_MADD, 1.0f / (1.0f + z));
 #undef A2R_S
+    /* zeroed after the product: at |x| = inf, lo is NaN */
     const float c = z2 > A2R_SILU_HI ? 0.0f : a2r_expneg1(z2) * A2R_MADD(-lo, r, r);
-    if (form == A2R_GELU_EXACT)
+    if (exact)
         return 0.5f * x * (sign ? c : 2.0f - c);
     if (z >= A2R_ERF_SPLIT)
         return a2r_bits_to_float(a2r_float_to_bits(1.0f - c) | sign);
@@ -204,6 +211,12 @@ static inline a2r_vf a2r_vexpneg(a2r_vf xc) {
     A2R_EXPM_POLY(p, A2R_VMADD, r);
 #undef A2R_S
     return p * (a2r_vf)((a2r_vu)t << 23);
+}
+
+/* a2r_expneg0 on one vector register. */
+static inline a2r_vf a2r_vexpneg0(a2r_vf d) {
+    const a2r_vf e = a2r_vexpneg(a2r_vclamp(d, a2r_vsplat(A2R_SILU_LO), a2r_vsplat(A2R_SILU_HI)));
+    return (a2r_vf)((a2r_vu)e & ~(a2r_vu)(d > A2R_SILU_HI));
 }
 
 static inline a2r_vf a2r_vsilu(a2r_vf x) {
@@ -271,8 +284,9 @@ static inline a2r_vf a2r_vgelu(a2r_vf x, int form) {
                                        A2R_S(2.0f * A2R_GELU_K));
         return x / (1.0f + a2r_vexpneg(a2r_vclamp(u, A2R_S(A2R_SILU_LO), A2R_S(A2R_SILU_HI))));
     }
-    const float half = form == A2R_GELU_EXACT ? 0.5f : 1.0f;
-    const a2r_vf v = x * (half < 1.0f ? A2R_SQRT1_2 : 1.0f);
+    const int exact = form == A2R_GELU_EXACT;
+    const float half = exact ? 0.5f : 1.0f;
+    const a2r_vf v = exact ? x * A2R_SQRT1_2 : x;
     const a2r_vu sign = (a2r_vu)v & 0x80000000u;
     const a2r_vf z = (a2r_vf)((a2r_vu)v & 0x7fffffffu);
     const a2r_vf x2 = x * x, z2 = x2 * half, lo = A2R_VMADD(x, x, -x2) * half;
@@ -280,7 +294,7 @@ static inline a2r_vf a2r_vgelu(a2r_vf x, int form) {
     A2R_ERFCX_R(r, A2R_VMADD, 1.0f / (1.0f + z));
     const a2r_vf e = a2r_vexpneg(a2r_vclamp(z2, A2R_S(0.0f), A2R_S(A2R_SILU_HI)));
     const a2r_vf c = (a2r_vf)((a2r_vu)(e * A2R_VMADD(-lo, r, r)) & ~(a2r_vu)(z2 > A2R_SILU_HI));
-    if (form == A2R_GELU_EXACT)
+    if (exact)
         return 0.5f * x * a2r_vselect((a2r_vu)(sign != 0), c, 2.0f - c);
     a2r_vf s;
     A2R_ERF_S(s, A2R_VMADD, z2);

@@ -40,22 +40,20 @@ static inline float row_max(const float *x, int64_t n) {
     return m;
 }
 
-/* y = e^(x - m) over n floats, returning their sum. e^(x - m) = e^-(m - x), m - x >= 0 (NaN
- * kept); 0 beyond A2R_SILU_HI (below 1e-38), so a -inf score (a mask) weighs exactly 0. */
+/* y = e^(x - m) over n floats, returning their sum: e^-(m - x) by a2r_expneg0, so a -inf score
+ * (a mask) weighs exactly 0. */
 static inline float row_exp(const float *x, float *y, int64_t n, float m) {
-    const a2r_vf vm = a2r_vsplat(m), lo = a2r_vsplat(A2R_SILU_LO), hi = a2r_vsplat(A2R_SILU_HI);
+    const a2r_vf vm = a2r_vsplat(m);
     a2r_vf acc = a2r_vsplat(0.0f);
     int64_t i = 0;
     for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) {
-        const a2r_vf d = vm - a2r_vload(x + i);
-        const a2r_vf e = (a2r_vf)((a2r_vu)a2r_vexpneg(a2r_vclamp(d, lo, hi)) & ~(a2r_vu)(d > hi));
+        const a2r_vf e = a2r_vexpneg0(vm - a2r_vload(x + i));
         a2r_vstore(y + i, e);
         acc += e;
     }
     float s = a2r_vhsum(acc);
     for (; i < n; i++) {
-        const float d = m - x[i];
-        y[i] = d > A2R_SILU_HI ? 0.0f : a2r_expneg1(d < A2R_SILU_LO ? A2R_SILU_LO : d);
+        y[i] = a2r_expneg0(m - x[i]);
         s += y[i];
     }
     return s;
