@@ -168,14 +168,22 @@ def guided_filter(stage, x: np.ndarray, guide: np.ndarray, out=None) -> np.ndarr
 STYLE_COLOUR = 0.5
 
 
-def colour_stats(bgr: np.ndarray, seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def visible_mask(img: np.ndarray) -> np.ndarray | None:
+    """uint8 (H, W) mask of a BGRA picture's pixels that are not fully transparent (files keep
+    any colour under those), for cv2's statistics; None: count every pixel (no alpha, or
+    nothing visible)."""
+    if img.ndim != 3 or img.shape[2] != 4:
+        return None
+    seen = (img[:, :, 3] > 0).view(np.uint8)
+    return seen if seen.any() else None
+
+
+def colour_stats(bgr: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A reference photo's colour statistics: mean and sqrt(var + 1) over its pixels of B, G, R
     and its gray picture (OpenCV BGR2GRAY, for gray inputs), float64 (4,) each.
-    bgr: uint8 (H, W, 3); seen: None, or a bool (H, W) mask of the pixels to count (a BGRA
-    photo's not fully transparent ones; all when none is)."""
+    bgr: uint8 (H, W, 3); mask: ``visible_mask`` of the photo (None: every pixel)."""
     import cv2
     gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
-    mask = seen.astype(np.uint8) if seen is not None and seen.any() else None
     moments = [cv2.meanStdDev(v, mask=mask) for v in (bgr, gray)]
     mean = np.concatenate([m.ravel() for m, _ in moments])
     std = np.concatenate([sd.ravel() for _, sd in moments])
@@ -189,13 +197,8 @@ def colour_moments(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     colour under those). img: uint8 (H, W), (H, W, 1), (H, W, 3) BGR or (H, W, 4) BGRA."""
     import cv2
     planes = img.reshape(img.shape[0], img.shape[1], -1)
-    seen = None
-    if planes.shape[2] == 4:
-        seen = (planes[:, :, 3] > 0).astype(np.uint8)
-        planes = np.ascontiguousarray(planes[:, :, :3])
-        seen = seen if seen.any() else None
     nc_colour = 1 if planes.shape[2] == 1 else 3
-    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes, mask=seen))
+    m, sd = (v.ravel()[:nc_colour] for v in cv2.meanStdDev(planes, mask=visible_mask(img)))
     return m, np.sqrt(sd * sd + 1.0)
 
 

@@ -44,8 +44,8 @@ def reference(forward, photo: np.ndarray | None, strength):
     if photo is None:
         return None, None
     bgr = to_bgr(photo)
-    seen = photo[:, :, 3] > 0 if photo.ndim == 3 and photo.shape[2] == 4 else None
-    return feature_stats(forward, bgr), (stages.colour_stats(bgr, seen), strength)
+    return (feature_stats(forward, bgr),
+            (stages.colour_stats(bgr, stages.visible_mask(photo)), strength))
 
 
 def styled(img: np.ndarray, colour, own_stats: Callable | None = None) -> np.ndarray:
