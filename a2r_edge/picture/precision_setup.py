@@ -6,11 +6,11 @@ guard; the choices are kept in the cache folder for this model, machine and cali
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Callable
 
 from ..model import precision as prec
+from .cache import picture_key
 from .forward import as_picture
 
 log = logging.getLogger("a2r_edge")
@@ -60,7 +60,8 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
         for p in pictures:
             convert(p)
         runners.update(saved)
-        stored_at = prec.store_path(_choice_key(model_digest(), pictures, calibration))
+        stored_at = prec.store_path(_choice_key(model_digest(),
+                                                None if calibration is None else pictures))
         judged = prec.with_mirrors(pictures, 1)   # (H, W[, C]): mirrored left to right
         chosen = prec.plan_stages({n: executors[n] for n in order}, inputs,
                                   lambda: [convert(p) for p in judged], precision,
@@ -72,14 +73,11 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     return chosen
 
 
-def _choice_key(model_digest: str, pictures: list, calibration) -> str:
+def _choice_key(model_digest: str, pictures: list | None) -> str:
     """The name of the stored choices: the model's digest, and for the user's own calibration
-    pictures their digest too (the ranges and choices depend on them; the default pictures'
-    choices keep the model's name)."""
-    if calibration is None:
-        return model_digest
-    h = hashlib.sha256(model_digest.encode())
-    for p in pictures:
-        h.update(repr(p.shape).encode())
-        h.update(p.tobytes())
-    return h.hexdigest()
+    ``pictures`` (None: the default ones) their digest too (the ranges and choices depend on
+    them; the default pictures' choices keep the model's name)."""
+    key = model_digest.encode()
+    for p in pictures or ():
+        key = picture_key(key, p, None, None)
+    return model_digest if pictures is None else key.hex()
