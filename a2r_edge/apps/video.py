@@ -39,7 +39,7 @@ import numpy as np
 from .. import _settings
 from ..picture import roi
 from ..picture.io import make_folder, not_a_file, read_picture
-from . import OneLineParser, one_line_warnings
+from . import OneLineParser, one_line_warnings, positive_int
 from .convert import (add_placement_options, add_strength_option, add_style_options,
                       check_style_options)
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
@@ -265,7 +265,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--show", action="store_true",
                    help="show the frames with an fps overlay (needs an OpenCV with a GUI; the "
                         "headless wheel this package installs has none: use --output)")
-    p.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
+    p.add_argument("--max-frames", type=positive_int, metavar="N", help="stop after N frames")
     add_placement_options(p)
     p.add_argument("--size", type=_size, metavar="WxH",
                    help="convert at this size (the camera is asked for it; output keeps the "
@@ -360,8 +360,6 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
     import cv2
     from ..engine import Engine
 
-    if args.max_frames is not None and args.max_frames < 1:
-        raise UsageError(f"--max-frames must be >= 1, got {args.max_frames}")
     limit = _settings.get("A2R_MAX_PIXELS")
     if args.size and args.size[0] * args.size[1] > limit:  # before a frame is resized to it
         w, h = args.size
