@@ -71,10 +71,11 @@ def pad_to_stride(img: np.ndarray, stride: int, margin: int = 0,
     if out is None:
         out = np.empty((hp, wp, 3), np.uint8)
     src = img.reshape(h, w, -1)
-    if src.shape[2] == 4:
-        src = visible_bgr(src)
     m = margin
-    np.copyto(out[m:m + h, m:m + w], src)  # gray (one channel) broadcasts
+    region = out[m:m + h, m:m + w]
+    np.copyto(region, src[:, :, :3])  # gray (one channel) broadcasts
+    if src.shape[2] == 4:
+        white_under_transparent(region, src[:, :, 3])
     for j in (*range(m), *range(m + w, wp)):   # columns beside the picture, its rows only
         np.copyto(out[m:m + h, j], out[m:m + h, m + reflect_index(j - m, w)])
     for i in (*range(m), *range(m + h, hp)):   # whole rows above and below
@@ -110,8 +111,17 @@ def visible_bgr(bgra: np.ndarray) -> np.ndarray:
     drawings failed the artefact measures, against 1 with white). Partly transparent pixels
     keep their colour."""
     bgr = np.array(bgra[:, :, :3])
-    bgr[bgra[:, :, 3] == 0] = 255
+    white_under_transparent(bgr, bgra[:, :, 3])
     return bgr
+
+
+def white_under_transparent(bgr: np.ndarray, alpha: np.ndarray) -> None:
+    """In place: white in uint8 BGR ``bgr`` (a view may do) wherever ``alpha`` is 0: the
+    maximum with a 0 / 255 mask. pad_to_stride writes a BGRA frame into its slot so, without a
+    picture-sized copy (1080p, with the copy: 21 ms, against 30 ms for a new array filled by a
+    boolean index and then copied)."""
+    hidden = np.negative((alpha == 0).view(np.uint8))   # 1 -> 255 (uint8 wraps)
+    np.maximum(bgr, hidden[..., None], out=bgr)
 
 
 def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:
