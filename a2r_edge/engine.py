@@ -117,10 +117,10 @@ class Engine:
         times the model's scale. style: a reference photo (uint8 BGR) whose statistics replace
         the model's own target statistics in the AdaIN stage, after the picture's colour mean
         and std were moved the share style_colour (0..1; None: ``stages.STYLE_COLOUR``, half)
-        of the way to the photo's (``stages.colour_transfer``). tile: convert in tiles of at
-        most tile x tile pixels (default: the engine's ``tile``). strength: how much of the
-        conversion is kept, 0..1: input + strength (output - input) (``stages.blend``; None: the
-        model's default, its manifest's "strength")."""
+        of the way to the photo's (``stages.colour_transfer``; without style: ValueError).
+        tile: convert in tiles of at most tile x tile pixels (default: the engine's ``tile``).
+        strength: how much of the conversion is kept, 0..1: input + strength (output - input)
+        (``stages.blend``; None: the model's default, its manifest's "strength")."""
         img = as_picture(img)
         tile = tiling.check_tile(tile, self.model.stride) or self.tile
         strength = stages.check_strength(self.model, strength)

@@ -167,7 +167,7 @@ def test_style_moves_the_colours_towards_the_reference(engine):
 def test_style_colour_sets_how_far_the_colours_move(package, engine):
     """style_colour=k moves the colours k of the way (0: the AdaIN statistics alone, 1: the
     reference's mean and std), the same in convert, batches and streams; not a number in
-    [0, 1]: ValueError."""
+    [0, 1], or given without style=: ValueError."""
     img, ref_photo = picture((32, 32, 3), seed=5), picture((24, 28, 3), seed=6) // 2 + 100
     stats = engine.style_stats(ref_photo)
     for k in (0.0, 0.25, 1.0):
@@ -183,6 +183,11 @@ def test_style_colour_sets_how_far_the_colours_move(package, engine):
             engine.convert(img, style=ref_photo, style_colour=bad)
         with pytest.raises(ValueError, match="style_colour"):
             list(engine.stream([img], style=ref_photo, style_colour=bad))
+    for call in (lambda: engine.convert(img, style_colour=0.5),
+                 lambda: engine.convert_batch([img], style_colour=0.5),
+                 lambda: list(engine.stream([img], style_colour=0.5))):
+        with pytest.raises(ValueError, match="needs style="):   # ignored before
+            call()
 
 
 def test_style_keeps_gray_and_alpha_layouts_and_flat_pictures(engine):

@@ -39,10 +39,13 @@ def feature_stats(forward, bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def reference(forward, photo: np.ndarray | None, strength):
     """(AdaIN statistics, (colour statistics, strength)) of a reference photo (an already
     checked uint8 picture) and the share of the way the colours move to it (None: the default);
-    (None, None) without a photo."""
-    strength = check_strength(strength)
+    (None, None) without a photo. A share without a photo is refused (ValueError), not
+    ignored."""
     if photo is None:
+        if strength is not None:
+            raise ValueError(f"style_colour={strength!r} needs style= (a reference photo)")
         return None, None
+    strength = check_strength(strength)
     bgr = to_bgr(photo)
     return (feature_stats(forward, bgr),
             (stages.colour_stats(bgr, stages.visible_mask(photo)), strength))
