@@ -404,8 +404,10 @@ def test_corrupt_and_truncated_models(tmp_path):
     path.write_bytes(data[:100])
     with pytest.raises(ModelLoadError):
         NativeExecutor(str(path))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="no such file"):
         NativeExecutor(str(tmp_path / "missing.onnx"))
+    with pytest.raises(ModelLoadError, match="a folder, not a model file"):   # "not found" before
+        NativeExecutor(str(tmp_path))
     with pytest.raises(TypeError):
         NativeExecutor(42)
 

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 import a2r_edge
-from a2r_edge.runtime import system, threads
+from a2r_edge.runtime import files, system, threads
 from a2r_edge.runtime.system import GpuInfo, HardwareProfile, detect_hardware
 
 CPUINFO = "".join(
@@ -149,7 +149,7 @@ def test_profile_loading(tmp_path, monkeypatch):
     assert system.load_profile() is None  # nothing cached: not an error
     path = system.profile_path()
     assert path.startswith(str(tmp_path / "cache"))
-    system.write_json_atomic(path, {"source": "measured"})
+    files.write_json(path, {"source": "measured"})
     assert system.load_profile() == {"source": "measured"}
     monkeypatch.setenv("A2R_PROFILE", str(tmp_path / "nope.json"))
     with pytest.raises(ValueError, match="nope.json"):
@@ -158,16 +158,6 @@ def test_profile_loading(tmp_path, monkeypatch):
     monkeypatch.setenv("A2R_PROFILE", str(tmp_path / "bad.json"))
     with pytest.raises(ValueError, match="bad.json"):
         system.load_profile()
-
-
-def test_a_failed_json_write_leaves_no_temporary_file(tmp_path):
-    (tmp_path / "profile.json").mkdir()   # the rename onto a folder fails
-    with pytest.raises(IsADirectoryError):
-        system.write_json_atomic(str(tmp_path / "profile.json"), {"source": "measured"})
-    assert os.listdir(tmp_path) == ["profile.json"]
-    with pytest.raises(TypeError):        # so does a value JSON cannot hold
-        system.write_json_atomic(str(tmp_path / "p.json"), {"source": object()})
-    assert os.listdir(tmp_path) == ["profile.json"]
 
 
 def test_cache_dir_defaults(monkeypatch, tmp_path):

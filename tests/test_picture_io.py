@@ -134,20 +134,6 @@ def test_a_16_bit_picture_is_rounded_in_one_pass(tmp_path):
                                   [[[0, 0, 255], [1, 128, 1]]])
 
 
-def test_a_long_output_name_gets_a_valid_temporary_name(tmp_path):
-    name = "x" * 251 + ".png"  # 255 bytes: the longest name most file systems take
-    pio.write_bytes(tmp_path / name, b"data")
-    assert (tmp_path / name).read_bytes() == b"data"
-    assert os.listdir(tmp_path) == [name]
-
-
-def test_stale_temporaries_are_found_by_name(tmp_path):
-    out = tmp_path / ("y" * 200 + ".png")
-    tmp = pio.private_temp(out)
-    (tmp_path / "other.png").write_bytes(b"")
-    assert pio.stale_temps(out) == [tmp]
-
-
 # --- EXIF orientation: pictures are turned as viewers show them --------------------------------
 
 def exif(orientation, order=">"):

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..picture.io import make_folder
 from ..runtime import measure
+from ..runtime.files import make_folder, write_json
 from ..runtime.measure import (StageChain, bench_model, copy_bandwidth, fma_peak, lowp_peak,
                                median_time)
 from . import OneLineParser, positive_int
@@ -380,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
                             progress=not args.no_progress, precision=args.precision)
         print(format_table(profile))
         if args.json is not None:
-            system.write_json_atomic(args.json, profile)
+            write_json(args.json, profile)
             print(f"\nprofile written to {args.json}")
         if args.save_profile:
             path = system.profile_path()
-            system.write_json_atomic(path, profile)
+            write_json(path, profile)
             print(f"profile saved for this machine: {path}")
     except (ValueError, OSError, ImportError) as exc:
         sys.stderr.write(f"a2r_edge.bench: error: {' '.join(str(exc).split())}\n")

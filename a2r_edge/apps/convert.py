@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
-                          loses_alpha, make_folder, not_a_file, output_complete, read_bytes,
-                          read_picture, stale_temps, write_bytes)
+                          loses_alpha, output_complete, read_bytes, read_picture)
+from ..runtime.files import make_folder, not_a_file, stale_temps, write_atomic
 
 if TYPE_CHECKING:  # loaded late (model/ pulls in the native kernels)
     from ..model.conventions import Conventions
@@ -404,7 +404,7 @@ def report(results: Iterable[Result], files: list[Path], targets: list[Path], sh
         src_path, dst_path = files[i], targets[i]
         if data is not None:
             try:
-                write_bytes(dst_path, data)
+                write_atomic(dst_path, data)
             except OSError as exc:
                 line = failure(src_path, exc)
         if line is not None:

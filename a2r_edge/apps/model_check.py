@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..picture.io import not_a_file
+from ..runtime.files import not_a_file
 from . import positive_int
 from .convert import PRECISION_CHOICES
 

@@ -38,7 +38,8 @@ import numpy as np
 
 from .. import _settings
 from ..picture import roi
-from ..picture.io import make_folder, not_a_file, read_picture
+from ..picture.io import read_picture
+from ..runtime.files import make_folder, not_a_file
 from . import OneLineParser, one_line_warnings, positive_int
 from .convert import (add_placement_options, add_strength_option, add_style_options,
                       check_style_options)

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..picture.io import FILE_MODE, private_temp
+from ..runtime.files import FILE_MODE, private_temp
 
 # Codecs per output container, the first the installed OpenCV can write wins. H.264 (avc1) plays
 # everywhere, but OpenCV's pip wheels carry no H.264 encoder (then MPEG-4 Part 2, mp4v, which

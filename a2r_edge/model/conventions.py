@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from ..runtime import files
 
 RANGES = {"-1,1": ((0.5,) * 3, (0.5,) * 3), "0,1": ((0.0,) * 3, (1.0,) * 3)}
 ORDERS = ("RGB", "BGR")
@@ -119,7 +120,5 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.onnx"
     if not path.is_file():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        files.write_atomic(path, data)
     return path

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import numpy as np
 
+from ..runtime import files
 from . import ops
 from .ops import ADAIN_DOMAIN, ADAIN_OP, DEFAULT_DOMAINS, UnsupportedOpError
 from .ops.conv_transpose import takes_activation
@@ -132,8 +134,10 @@ def load_model(model):
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         what = f"ONNX model {path!r}"
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"ONNX model file not found: {path!r}")
+        why = files.not_a_file(Path(path), "model file (.onnx)")
+        if why is not None:   # a folder or a FIFO is there, not missing
+            error = ModelLoadError if os.path.exists(path) else FileNotFoundError
+            raise error(f"ONNX model {path!r}: {why}")
         try:
             proto = onnx.load_model(path)
         except Exception as exc:

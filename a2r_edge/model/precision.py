@@ -382,7 +382,7 @@ def load(path: str, precision: str) -> dict:
 
 def store(path: str, precision: str, chosen: dict) -> None:
     """Keep ``chosen`` under ``precision``; a cache that cannot be written is not an error."""
-    from ..runtime import system
+    from ..runtime import files
     try:
         with open(path) as f:
             data = json.load(f)
@@ -393,6 +393,6 @@ def store(path: str, precision: str, chosen: dict) -> None:
     data["schema"] = SCHEMA
     data[precision] = chosen
     try:
-        system.write_json_atomic(path, data)
+        files.write_json(path, data)
     except OSError as exc:
         _log.info("precision choices not stored (%s)", exc)

@@ -1,5 +1,5 @@
-"""Picture files: reading within limits, decoding, encoding, atomic writing, and the per-file
-result a converter reports. Shared by the commands (apps/convert.py, apps/distributed.py,
+"""Picture files: reading within limits, decoding, encoding, and the per-file result a
+converter reports. Shared by the commands (apps/convert.py, apps/distributed.py,
 apps/video.py).
 
 Reading refuses, before a byte is decoded: what is not a regular file (a FIFO would block the
@@ -11,21 +11,20 @@ OpenCV's own decoder limit is set from the setting too (``_settings.export_openc
 package import, before OpenCV loads: it reads the variable once) and the decoded size is
 checked again.
 
-Writing goes to a private temporary file beside the output (``private_temp``: O_EXCL, random
-name) and is renamed into place once complete: never half a file under the final name.
+Writing is runtime/files.py's (``write_atomic``).
 """
 from __future__ import annotations
 
 import os
 import stat
 import struct
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from .. import _settings
+from ..runtime.files import file_kind
 
 # Bytes per pixel of the largest uncompressed picture this package reads (16-bit RGBA), and
 # room for metadata (EXIF, ICC profiles, thumbnails): a file larger than
@@ -195,40 +194,6 @@ def declared_size(head: bytes) -> tuple[int, int] | None:
     return None
 
 
-def file_kind(mode: int) -> str:
-    """What a stat ``st_mode`` names, for error lines ("a folder", "a pipe (FIFO)", ...)."""
-    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
-             (stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
-
-
-def not_a_file(path: Path, wanted: str) -> str | None:
-    """None when ``path`` names a regular file (symbolic links followed); else what it is, for
-    the error line "<path>: <this>": "no such file or folder", "a broken symbolic link",
-    "a folder, not a <wanted>", ..."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "a broken symbolic link" if path.is_symlink() else "no such file or folder"
-    except OSError as exc:
-        return f"cannot be read: {exc.strerror or exc}"
-    return None if stat.S_ISREG(mode) else f"{file_kind(mode)}, not a {wanted}"
-
-
-def make_folder(folder: Path) -> None:
-    """Creates ``folder`` and its missing parents (the place an output goes); ValueError in one
-    line when it cannot, naming the part of the path that is a file."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        blocker = next((p for p in reversed((folder, *folder.parents))
-                        if p.exists() and not p.is_dir()), None)
-        why = f"{blocker} is {file_kind(blocker.stat().st_mode)}" if blocker else \
-            exc.strerror or str(exc)
-        raise ValueError(f"cannot create the output folder {folder}: {why}") from None
-
-
 def read_bytes(path: Path) -> np.ndarray:
     """The file's bytes (uint8); InputError when it is not a regular file, is larger than a
     picture within A2R_MAX_PIXELS can be, cannot be read, or is empty."""
@@ -347,62 +312,6 @@ def encode_picture(path: Path, img: np.ndarray) -> bytes:
     if not ok:
         raise OSError(f"{path}: OpenCV cannot encode {ext} pictures")
     return buf.tobytes()
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
-    os.umask(mask)
-    return mask
-
-
-# The mode open() would give a new file; the temporary file is 0600 (owner only) until renamed.
-FILE_MODE = 0o666 & ~_umask()
-
-# Temporary outputs are named ".<start of the output name>.<random>.part<ext>": a 255-byte
-# output name still gives a valid temporary name, and --resume finds what a killed run left.
-TEMP_PREFIX_CHARS = 64
-
-
-def temp_prefix(path: Path) -> str:
-    return f".{path.name[:TEMP_PREFIX_CHARS]}."
-
-
-def private_temp(path: Path, suffix: str = ".part") -> Path:
-    """A new empty file beside ``path`` created with O_EXCL under a random name (never a
-    planted symlink, never another run's file), mode 0600 until it is renamed into place."""
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=suffix, dir=path.parent)
-    os.close(fd)
-    return Path(tmp)
-
-
-def stale_temps(path: Path) -> list[Path]:
-    """Temporary files a killed run left for output ``path`` (``private_temp``'s names)."""
-    prefix = temp_prefix(path)
-    try:
-        return [p for p in path.parent.iterdir()
-                if p.name.startswith(prefix) and ".part" in p.name[len(prefix):]]
-    except OSError:
-        return []
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write to a private temporary file beside ``path``, check it holds every byte (a full
-    disk is an OSError here), then rename into place (never half a file under the final name),
-    with the permissions a newly created file gets."""
-    tmp = private_temp(path)
-    try:
-        with open(tmp, "r+b") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            written = os.fstat(f.fileno()).st_size
-        if written != len(data):
-            raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def output_complete(path: Path, src_shape: tuple, scale, sbs: bool) -> bool:

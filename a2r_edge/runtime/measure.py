@@ -346,7 +346,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
 
     from .. import _settings
     from ..model.specialise import MemoryLimitError
-    from . import cpu, system
+    from . import cpu, files
 
     threads = threads or cpu.num_threads()
     sizes = calibration_sizes(size)
@@ -371,7 +371,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
                 "version": a2r_edge.__version__, "threads": threads, "size": size,
                 "model": {"digest": model_digest(stages)}, "stages": entries}
         try:
-            system.write_json_atomic(path, data)
+            files.write_json(path, data)
             data["cached"] = path
         except OSError:
             data["cached"] = None

@@ -7,7 +7,6 @@ instead of failing.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -304,23 +303,6 @@ def profile_path(hw: HardwareProfile | None = None) -> str:
     """Where ``python -m a2r_edge.bench --save-profile`` keeps this machine's profile."""
     key = hw.machine_key() if hw is not None else machine_key()
     return os.path.join(cache_dir(), f"profile-{key}.json")
-
-
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename (no half-written file);
-    when the write or the rename fails (a full disk, ``path`` a folder) the temporary file is
-    removed and the OSError raised."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    f = open(tmp, "w")
-    try:
-        with f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def profile_is_explicit() -> bool:
