@@ -108,9 +108,10 @@ def _core_moments(x: np.ndarray, core_y, core_x, fs: float):
     input pixels; fs: input pixels per feature pixel."""
     y0, y1 = (round(v / fs) for v in core_y)
     x0, x1 = (round(v / fs) for v in core_x)
-    f = x[0, :, y0:y1, x0:x1].reshape(x.shape[1], -1).astype(np.float64)
-    mean = f.mean(axis=1)
-    return f.shape[1], mean, ((f - mean[:, None]) ** 2).sum(axis=1)
+    core = np.ascontiguousarray(x[:1, :, y0:y1, x0:x1])
+    mean, std = ops.channel_stats(core, eps=0.0)   # the kernel the untiled network uses
+    count = core.shape[2] * core.shape[3]
+    return count, mean[0].astype(np.float64), std[0].astype(np.float64) ** 2 * count
 
 
 def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
