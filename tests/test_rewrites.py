@@ -156,6 +156,42 @@ def test_pad_and_slice_that_copy_everything_at_a_size_are_dropped():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.ptp(want)))
 
 
+def nhwc_round_trips(extra_reader: bool, undo=(0, 3, 1, 2)):
+    """x -> Transpose to NHWC -> Transpose ``undo`` -> Conv -> the same pair -> the output
+    (a graph output: the Conv's own must then be written there); extra_reader: the first
+    NHWC value is also read by a Relu whose result joins the output (the first Transpose must
+    stay)."""
+    b = Builder(np.random.default_rng(12), 3)
+    nhwc = b.node("Transpose", ["x"], perm=[0, 2, 3, 1])
+    y = b.conv(b.node("Transpose", [nhwc], perm=list(undo)), 3, 3)
+    y = b.node("Transpose", [b.node("Transpose", [y], perm=[0, 2, 3, 1])], perm=[0, 3, 1, 2])
+    if extra_reader:
+        y = b.node("Add", [y, b.node("Transpose", [b.node("Relu", [nhwc])], perm=[0, 3, 1, 2])])
+    return b.model(y)
+
+
+@pytest.mark.parametrize("extra_reader", [False, True])
+def test_transposes_that_undo_each_other_are_dropped(extra_reader):
+    """tf2onnx's NHWC -> NCHW pairs, and those conventions.py adds around an NHWC network:
+    each second Transpose goes (its readers read the first's input), the first too when only
+    the second read it; the values are onnxruntime's."""
+    x = np.random.default_rng(13).standard_normal((1, 3, 7, 5)).astype(np.float32)
+    ex, got, ref = run_both(nhwc_round_trips(extra_reader), x)
+    p = plan(ex, x.shape)
+    ops = [nd.op for nd in p.nodes]
+    assert p.rewrites.transpose_pair == 2
+    assert ops.count("Transpose") == (2 if extra_reader else 0), ops
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_transposes_that_do_not_undo_each_other_stay():
+    x = np.random.default_rng(14).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    ex, got, ref = run_both(nhwc_round_trips(False, undo=(0, 3, 2, 1)), x)  # H and W swapped
+    p = plan(ex, x.shape)
+    assert p.rewrites.transpose_pair == 1   # only the pair after the Conv
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
 # --- AdaLIN pattern variants ----------------------------------------------------------------------
 
 def adalin_model(variant: str = "adalin", seed: int = 11):

@@ -28,6 +28,9 @@ native side runs.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
   producer writes it).
+* A Transpose undoing the Transpose it reads (tf2onnx's NHWC <-> NCHW pairs, and those an NHWC
+  network adapted by conventions.py starts and ends with): the second removed, its readers
+  reading the first's input; the first too where nothing else reads its result.
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -55,6 +58,7 @@ class Rewrites:
     gelu_pattern: int = 0
     pad_into_conv: int = 0
     identity_at_size: int = 0
+    transpose_pair: int = 0
 
     def items(self):
         return dataclasses.asdict(self).items()
@@ -156,9 +160,11 @@ def rewrite(sp: Specialised) -> Rewrites:
 
 
 def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node]:
-    """The nodes without the Pads and Slices that copy their input unchanged at this size:
-    their readers read the input instead, or, when the copy is a graph output, the input's
-    producer writes the output itself (the input having no other reader)."""
+    """The nodes without those whose output equals a value before them (``_same_as``): Pads
+    and Slices that copy their input unchanged at this size, a Transpose undoing the Transpose
+    it reads. Their readers read that value instead, or, when the node's output is a graph
+    output, the value's producer writes the output itself (the value, and the node's input,
+    having no other reader; a Transpose left unread is dropped after)."""
     alias: dict[str, str] = {}
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
     readers: dict[str, int] = {}
@@ -169,25 +175,52 @@ def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node
     kept = []
     for n in sp.graph.nodes:
         n.inputs = [alias.get(t, t) for t in n.inputs]
-        src = n.inputs[0] if n.inputs else ""
-        if n.outputs and shapes.get(n.outputs[0]) is not None \
-                and shapes.get(n.outputs[0]) == shapes.get(src) and _copies_whole(n, consts):
-            out, made = n.outputs[0], producer.get(src)
+        src = _same_as(n, consts, shapes, producer)
+        if src is not None:
+            read, out, made = n.inputs[0], n.outputs[0], producer.get(src)
             if out not in outs:
                 alias[out] = src
-                readers[src] += readers.get(out, 0) - 1
-            elif made is not None and readers.get(src) == 1 and src not in outs:
+                readers[read] -= 1
+                readers[src] = readers.get(src, 0) + readers.get(out, 0)
+            elif made is not None and readers.get(src) == 1 and readers.get(read) == 1 \
+                    and src not in outs:
                 made.outputs[made.outputs.index(src)] = out
                 producer[out] = made
             else:
                 kept.append(n)
                 continue
-            fused[n.name] = "the identity at this input size"
-            count.identity_at_size += 1
+            if read == src:
+                fused[n.name] = "the identity at this input size"
+                count.identity_at_size += 1
+            else:
+                fused[n.name] = "undoes the Transpose it reads"
+                count.transpose_pair += 1
             continue
         kept.append(n)
         producer.update((t, n) for t in n.outputs if t)
     return kept
+
+
+def _same_as(n: Node, consts: dict, shapes: dict, producer: dict) -> str | None:
+    """The value ``n``'s output equals, or None: its input for a Pad or Slice copying it whole
+    (``_copies_whole``), the input of the Transpose it reads when its own perm undoes that
+    one's (the NHWC -> NCHW -> NHWC pairs of tf2onnx exports and of conventions.py's layout
+    adapter)."""
+    if not n.inputs or not n.outputs:
+        return None
+    src = n.inputs[0]
+    if n.op == "Transpose":
+        first = producer.get(src)
+        if first is None or first.op != "Transpose" or shapes.get(src) is None:
+            return None
+        rank = len(shapes[src])
+        p, q = ([int(v) for v in t.attrs["perm"]] if t.attrs.get("perm") is not None
+                else list(range(rank))[::-1] for t in (first, n))
+        return first.inputs[0] if [p[i] for i in q] == list(range(rank)) else None
+    if shapes.get(n.outputs[0]) is not None and shapes.get(n.outputs[0]) == shapes.get(src) \
+            and _copies_whole(n, consts):
+        return src
+    return None
 
 
 def _copies_whole(n: Node, consts: dict) -> bool:
