@@ -297,7 +297,8 @@ def parse_convert(*argv):
 DRIVER_OPTIONS = {"command", "inputs", "output", "overwrite", "recursive", "quiet", "ray"}
 # options read into one Settings field under another name
 FOLDED = {"input_range": "conventions", "mean": "conventions", "std": "conventions",
-          "channel_order": "conventions", "output_range": "conventions"}
+          "channel_order": "conventions", "output_range": "conventions",
+          "layout": "conventions", "output_layout": "conventions"}
 
 
 def plain_onnx(path):
@@ -319,7 +320,7 @@ def test_settings_hold_every_convert_option(tmp_path):
                          "--style", style, "--style-colour", "0.3", "--strength", "0.25",
                          "--side-by-side", "--resume", "--background", "#102030",
                          "--input-range", "0,1", "--channel-order", "BGR",
-                         "--output-range=-1,1")
+                         "--output-range=-1,1", "--output-layout", "NCHW")
     opts = convert_app.settings(args)
     fields = {f.name for f in dataclasses.fields(Settings)}
     for dest in vars(args):
@@ -333,6 +334,7 @@ def test_settings_hold_every_convert_option(tmp_path):
     c = opts.conventions
     assert (c.mean, c.std, c.channel_order, c.out_mean) == ((0.0,) * 3, (1.0,) * 3, "BGR",
                                                            (0.5,) * 3)
+    assert (c.layout, c.out_layout) == (None, "NCHW")
     assert convert_app.settings(parse_convert("in.png", "-o", "o.png")).conventions is None
 
 

@@ -110,3 +110,15 @@ def test_model_check_refuses_a_run_count_below_1(runs):
     r = check(os.path.join(FIXTURES, "ugatit_full.onnx"), "--runs", runs)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "expected an integer >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_model_check_feeds_an_nhwc_model_nhwc(tmp_path):
+    """A tf2onnx export without --inputs-as-nchw: checked at (1, H, W, 3), its layout said
+    (it was fed NCHW and failed on its own shape check)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_conventions import tf2onnx_shaped
+    path, _ = tf2onnx_shaped(tmp_path / "m.onnx", hw=(20, 24))
+    r = check(str(path), "--runs", "1")
+    assert r.returncode == 0, r.stderr
+    assert "input (1, 20, 24, 3)" in r.stdout and "layout: input NHWC, output NHWC" in r.stdout
+    assert "(ok," in r.stdout

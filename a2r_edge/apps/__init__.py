@@ -2,6 +2,7 @@
 bench (``python -m a2r_edge.bench``), distributed (``convert --ray``)."""
 
 import argparse
+import re
 import sys
 import warnings
 
@@ -10,6 +11,18 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse whose usage errors read as every other error of the commands: one line,
     "a2r_edge convert: error: ...", exit code 2 (argparse prints its whole usage block first;
     --help still shows it). Subcommands' parsers are of the same class (add_subparsers)."""
+
+    # Options whose values may start with "-" and a digit but are no number ("-1,1"): argparse
+    # takes such a word for an option, so "--input-range -1,1" is glued into
+    # "--input-range=-1,1" first. Set on a parser instance (convert's).
+    dash_values: frozenset = frozenset()
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        for i in range(len(args) - 1, 0, -1):
+            if args[i - 1] in self.dash_values and re.fullmatch(r"-\d[\d.,]*", args[i]):
+                args[i - 1:i + 1] = [f"{args[i - 1]}={args[i]}"]
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
         name = self.prog.removeprefix("python -m ")   # "a2r_edge convert", "a2r_edge.video"

@@ -102,9 +102,10 @@ def add_parser(sub) -> None:
                         "local run writes")
     g = p.add_argument_group(
         "pixel conventions of a plain ONNX --model (a package states them in its manifest; "
-        "default: RGB in [-1, 1] in and out)")
+        "default: RGB in [-1, 1] in and out, NCHW unless the network declares NHWC)")
     g.add_argument("--input-range", choices=("-1,1", "0,1"),
                    help="the network's input range (0,1: ESRGAN / Real-CUGAN style)")
+    p.dash_values = frozenset({"--input-range", "--output-range"})   # "-1,1" is a value
     g.add_argument("--mean", type=_triple, metavar="R,G,B",
                    help="input mean per channel in [0, 1] units (with --std; instead of "
                         "--input-range), e.g. 0.485,0.456,0.406")
@@ -113,6 +114,13 @@ def add_parser(sub) -> None:
                    help="the network's channel order, input and output (default RGB)")
     g.add_argument("--output-range", choices=("-1,1", "0,1"),
                    help="the network's output range (default: as its input)")
+    g.add_argument("--layout", choices=("NCHW", "NHWC"),
+                   help="the network's input layout (default: as it declares, NCHW when it "
+                        "does not say; NHWC: a TensorFlow/Keras export without "
+                        "--inputs-as-nchw)")
+    g.add_argument("--output-layout", choices=("NCHW", "NHWC"),
+                   help="the network's output layout (default: as it declares, else as "
+                        "--layout)")
     p.add_argument("--strict", action="store_true",
                    help="refuse a model with a node the native executor cannot run (and a GPU "
                         "stage that fails) instead of running it on onnxruntime (or the CPU)")
@@ -139,14 +147,14 @@ def _triple(text: str) -> tuple[float, float, float]:
 def _conventions(args: argparse.Namespace):
     """The pixel conventions the flags give a plain ONNX --model (None: no flag given)."""
     flags = {k: getattr(args, k, None) for k in ("input_range", "mean", "std", "channel_order",
-                                                  "output_range")}
+                                                  "output_range", "layout", "output_layout")}
     if all(v is None for v in flags.values()):
         return None
     from ..model import conventions
     if args.model is None or not Path(args.model).is_file():
-        raise ValueError("--input-range, --mean/--std, --channel-order and --output-range "
-                         "apply to a plain ONNX --model file (a package states them in its "
-                         "manifest.json)")
+        raise ValueError("--input-range, --mean/--std, --channel-order, --output-range and the "
+                         "layouts apply to a plain ONNX --model file (a package states them in "
+                         "its manifest.json)")
     if (flags["mean"] is None) != (flags["std"] is None) or (
             flags["mean"] is not None and flags["input_range"] is not None):
         raise ValueError("give --mean with --std, or --input-range, not both")

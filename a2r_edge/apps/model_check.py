@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     import onnx  # noqa: F401  (imported before the clock starts: load time is the model's)
     import onnxruntime as ort
 
-    from ..model import NativeExecutor
+    from ..model import NativeExecutor, conventions
+    from ..model.fit import fixed_hw
     from ..model.graph import channels_problem
 
     if (why := not_a_file(Path(args.model), "model file (.onnx)")) is not None:
@@ -97,12 +98,18 @@ def run(args: argparse.Namespace) -> int:
                              f"{ex.input_names}")
         dims = ex.graph.inputs[0][1]
         if len(dims) != 4:
-            raise ValueError(f"model check takes NCHW pictures; the input has shape {dims}")
+            raise ValueError(f"model check takes NCHW or NHWC pictures; the input has shape "
+                             f"{dims}")
         if ex.input_names[0] in ex.graph.input_dtypes:
             raise ValueError(f"model check takes float32 pictures; the input is "
                              f"{ex.graph.input_dtypes[ex.input_names[0]]}")
-        hw = ex.fixed or args.size or (256, 256)
-        shape = (dims[0] or 1, dims[1] or 3) + tuple(hw)
+        layouts = conventions.with_layouts(conventions.Conventions(), args.model)
+        nhwc = layouts.layout == "NHWC"
+        nchw = (dims[0], dims[3], dims[1], dims[2]) if nhwc else dims
+        hw = fixed_hw([("x", nchw)]) or args.size or (256, 256)
+        shape = (nchw[0] or 1, nchw[1] or 3) + tuple(hw)   # NCHW
+        if nhwc:
+            shape = (shape[0], *hw, shape[1])
         t0 = time.perf_counter()
         plan = ex.plan_for({ex.input_names[0]: shape})
         plan_s = time.perf_counter() - t0
@@ -110,8 +117,14 @@ def run(args: argparse.Namespace) -> int:
         got = {k: v.copy() for k, v in ex.run_many({ex.input_names[0]: x}).items()}
     print(f"model {args.model}: {len(ex.graph.nodes)} nodes after load-time folding; "
           f"input {shape}; load {load_s * 1e3:.0f} ms, plan {plan_s * 1e3:.0f} ms")
+    if "NHWC" in (layouts.layout, layouts.out_layout):
+        print(f"layout: input {layouts.layout}, output {layouts.out_layout} (as declared); "
+              f"convert adapts it with a Transpose at each end, which the native plan drops "
+              f"against the network's own")
     picture = got[ex.output_names[0]]
-    unusable = channels_problem(shape[1], picture.shape[1] if picture.ndim == 4 else None)
+    gives = None if picture.ndim != 4 else \
+        picture.shape[3 if layouts.out_layout == "NHWC" else 1]
+    unusable = channels_problem(shape[3 if nhwc else 1], gives)
     if unusable:
         print(f"convert and the Engine cannot use this model: the network {unusable}")
     print("\ncoverage (source nodes):")
@@ -141,12 +154,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}: max |native - onnxruntime| {err:.3g} = {err / span:.2g} of the "
               f"range ({'ok' if good else 'FAIL'}, limit {PARITY:g})")
     if not args.no_speed:
-        _speed(args, ex.input_names[0], x)
+        _speed(args, ex.input_names[0], x, nhwc)
     return 0 if ok and not unusable else 1
 
 
-def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
-    """The native executor at args.precision against onnxruntime fp32, per thread count."""
+def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> None:
+    """The native executor at args.precision against onnxruntime fp32, per thread count (x:
+    the input, NHWC when ``nhwc``)."""
     import onnxruntime as ort
 
     from ..model import NativeExecutor, precision as prec
@@ -154,7 +168,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray) -> None:
     from ..runtime import cpu
 
     low = args.precision != "fp32"
-    cal = _calibration_input(x.shape) if low else None
+    cal = _calibration_input(x.shape, nhwc) if low else None
     print(f"\nspeed (median of {args.runs} runs, ms; native at {args.precision}"
           f"{', calibrated on the bundled sample' if low else ''}):")
     for threads in sorted({1, cpu.num_threads()}):
@@ -205,14 +219,16 @@ def _print_profile(plan, steps: list[float], slowest: int = 5) -> None:
               f"{' (u8)' if nd.outputs[0] in plan.u8 else ''}")
 
 
-def _calibration_input(shape) -> np.ndarray:
+def _calibration_input(shape, nhwc: bool = False) -> np.ndarray:
     """The bundled sample picture (precision.calibration_pictures) at ``shape``'s size, RGB in
-    [-1, 1] (N, C, H, W): a picture's activation ranges, where the random input has noise's."""
+    [-1, 1] (N, C, H, W; nhwc: shape and result (N, H, W, C)): a picture's activation ranges,
+    where the random input has noise's."""
     import cv2
 
     from ..model import precision as prec
-    n, c, h, w = shape
+    n, c, h, w = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
     img = cv2.resize(prec.calibration_pictures()[0], (w, h), interpolation=cv2.INTER_AREA)
     rgb = img[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 127.5 - 1
     planes = rgb[np.arange(c) % 3] if c != 3 else rgb
-    return np.ascontiguousarray(np.broadcast_to(planes, (n, c, h, w)))
+    x = np.broadcast_to(planes, (n, c, h, w))
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1) if nhwc else x)

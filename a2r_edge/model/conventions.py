@@ -1,12 +1,14 @@
-"""The pixel conventions of a generator: its input range (or mean/std), channel order, and its
-output range, from a manifest or from CLI flags.
+"""The pixel conventions of a generator: its input range (or mean/std), channel order, layout
+and its output range and layout, from a manifest or from CLI flags.
 
 The Engine feeds every network RGB float32 NCHW normalised as ``(v / 255 - mean) / std`` and
 reads the result with the same mean and std. A model with another convention is adapted, not
 the Engine: a 1x1 Conv in front permutes RGB to BGR, and one after maps the model's output
 (its own range and channel order) to the Engine's; both run natively and the after-Conv joins
-the last Conv's epilogue where it can. The adapted model is written once, named by its content,
-under the temporary folder.
+the last Conv's epilogue where it can. An NHWC network (TensorFlow/Keras through tf2onnx
+without ``--inputs-as-nchw``) gets a Transpose at each end; tf2onnx starts and ends such a
+graph with the opposite Transposes, and the native plan drops each pair (model/rewrite.py).
+The adapted model is written once, named by its content, under the temporary folder.
 
 Plain ONNX default (``wrap_onnx``): RGB in and out, both in [-1, 1] (mean = std = 0.5), the
 usual convention of GAN generators exported from PyTorch (CycleGAN, pix2pix, U-GAT-IT,
@@ -18,6 +20,10 @@ Manifest fields (all optional)::
     "input_range": [-1, 1] or [0, 1]      (or "normalization": {"mean": [..], "std": [..]})
     "channel_order": "RGB" or "BGR"       (the network's, input and output)
     "output_range": [-1, 1] or [0, 1]     (default: the input's convention)
+    "layout": "NCHW" or "NHWC"            (the network's input; default: from its declared
+                                           shape, ``declared_layout``)
+    "output_layout": "NCHW" or "NHWC"     (default: from the declared output shape, else as
+                                           the input)
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from ..runtime import files
 
 RANGES = {"-1,1": ((0.5,) * 3, (0.5,) * 3), "0,1": ((0.0,) * 3, (1.0,) * 3)}
 ORDERS = ("RGB", "BGR")
+LAYOUTS = ("NCHW", "NHWC")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +48,16 @@ class Conventions:
     channel_order: str = "RGB"
     out_mean: tuple[float, float, float] | None = None   # None: as the input
     out_std: tuple[float, float, float] | None = None
+    layout: str | None = None       # None: not stated (``with_layouts`` reads the model's)
+    out_layout: str | None = None   # None: not stated
 
     @property
     def plain(self) -> bool:
-        """The Engine's own convention: nothing to adapt."""
+        """The Engine's own convention: nothing to adapt (a layout not stated counts as
+        NCHW: ``with_layouts`` first, where the model is at hand)."""
         return self.channel_order == "RGB" and self.out_mean in (None, self.mean) \
-            and self.out_std in (None, self.std)
+            and self.out_std in (None, self.std) and self.layout in (None, "NCHW") \
+            and self.out_layout in (None, "NCHW")
 
 
 def range_of(value, what: str) -> tuple[tuple, tuple]:
@@ -68,11 +79,61 @@ def from_fields(fields: dict, mean, std) -> Conventions:
     out_mean = out_std = None
     if fields.get("output_range") is not None:
         out_mean, out_std = range_of(fields["output_range"], "output_range")
-    return Conventions(tuple(mean), tuple(std), order, out_mean, out_std)
+    layouts = [fields.get(k) for k in ("layout", "output_layout")]
+    for key, value in zip(("layout", "output_layout"), layouts):
+        if value is not None and value not in LAYOUTS:
+            raise ValueError(f"{key} must be one of {LAYOUTS}, got {value!r}")
+    return Conventions(tuple(mean), tuple(std), order, out_mean, out_std, *layouts)
+
+
+def layout_of(dims) -> str | None:
+    """The layout four declared dimensions (ints; None or <= 0: not fixed) say a picture
+    tensor has: "NCHW" when the second is 3 (a picture's channels), "NHWC" when the last is
+    and the second is not, else None."""
+    if len(dims) != 4:
+        return None
+    if dims[1] == 3:
+        return "NCHW"
+    return "NHWC" if dims[3] == 3 else None
+
+
+def declared_layout(value_info) -> str | None:
+    """``layout_of`` the shape a graph input or output declares (None: no shape)."""
+    tt = value_info.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return layout_of([d.dim_value if d.HasField("dim_value") else None
+                      for d in tt.shape.dim])
+
+
+def with_layouts(conv: Conventions, onnx_path) -> Conventions:
+    """``conv`` with the layouts it does not state read from the model's declared input and
+    output shapes (``declared_layout``; NCHW when the input does not say, the output as the
+    input when it does not). ValueError when a stated layout is not the declared one."""
+    import onnx
+    try:
+        g = onnx.load(str(onnx_path), load_external_data=False).graph
+    except Exception:  # noqa: BLE001  (not a model: the loader says so, in its words, later)
+        return conv
+    inits = {t.name for t in g.initializer}
+    inputs = [vi for vi in g.input if vi.name not in inits]
+    declared = [declared_layout(inputs[0]) if len(inputs) == 1 else None,
+                declared_layout(g.output[0]) if g.output else None]
+    for what, stated, found, vi in zip(("layout", "output_layout"), (conv.layout, conv.out_layout),
+                                       declared, (inputs[0] if inputs else None,
+                                                  g.output[0] if g.output else None)):
+        if stated is not None and found is not None and stated != found:
+            dims = [d.dim_value or d.dim_param or "?" for d in vi.type.tensor_type.shape.dim]
+            raise ValueError(f"{what} {stated} given, but the network declares {vi.name!r} "
+                             f"with shape {dims}: {found}")
+    layout = conv.layout or declared[0] or "NCHW"
+    return dataclasses.replace(conv, layout=layout,
+                               out_layout=conv.out_layout or declared[1] or layout)
 
 
 def adapt(onnx_path: Path, conv: Conventions) -> Path:
-    """``onnx_path`` itself, or the model wrapped to take and give the Engine's convention."""
+    """``onnx_path`` itself, or the model wrapped to take and give the Engine's convention
+    (``conv`` with its layouts stated: ``with_layouts``)."""
     if conv.plain:
         return onnx_path
     import onnx
@@ -81,18 +142,29 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
     g = m.graph
     inits = {t.name for t in g.initializer}
     if sum(i.name not in inits for i in g.input) != 1 or len(g.output) < 1:
-        raise ValueError(f"{onnx_path}: channel order and ranges are adapted for one-input "
-                         f"models only")
-    x = next(i.name for i in g.input if i.name not in inits)
-    y = g.output[0].name
-    perm = np.eye(3, dtype=np.float32)[::-1] if conv.channel_order == "BGR" else \
-        np.eye(3, dtype=np.float32)
-    nodes = []
+        raise ValueError(f"{onnx_path}: channel order, ranges and layouts are adapted for "
+                         f"one-input models only")
+    x_info = next(i for i in g.input if i.name not in inits)
+    x, y = x_info.name, g.output[0].name
+    before, after = [], []   # nodes: Engine NCHW RGB -> x; y -> the Engine's convention
+
+    def step(op, src, dst, **attrs):
+        return helper.make_node(op, [src, *attrs.pop("inputs", ())], [dst],
+                                name=f"a2r_convention_{dst}", **attrs)
+
+    feed = "a2r_in"
     if conv.channel_order == "BGR":   # Engine RGB -> network BGR
-        nodes.append(helper.make_node("Conv", ["a2r_in", "a2r_in_w"], [x],
-                                      name="a2r_convention_in"))
+        perm = np.eye(3, dtype=np.float32)[::-1]
         g.initializer.append(numpy_helper.from_array(perm.reshape(3, 3, 1, 1), "a2r_in_w"))
-        g.input[[i.name for i in g.input].index(x)].name = "a2r_in"
+        before.append(step("Conv", feed, "a2r_in_bgr", inputs=["a2r_in_w"]))
+        feed = "a2r_in_bgr"
+    if conv.layout == "NHWC":
+        before.append(step("Transpose", feed, "a2r_in_nhwc", perm=[0, 2, 3, 1]))
+        feed = "a2r_in_nhwc"
+        _to_nchw(x_info)
+    if before:
+        x_info.name = "a2r_in"
+        before[-1].output[0] = x
     # network output (its order, out_mean/out_std) -> Engine RGB in mean/std:
     # e = (y * out_std + out_mean - mean) / std, channels permuted
     om = np.array(conv.out_mean or conv.mean, np.float64)
@@ -104,15 +176,22 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
         b = np.array([(om[2 - c] - mean[c]) / std[c] for c in range(3)])
     else:
         w, b = np.diag(os_ / std), (om - mean) / std
-    g.initializer.extend([numpy_helper.from_array(w.astype(np.float32).reshape(3, 3, 1, 1),
-                                                  "a2r_out_w"),
-                          numpy_helper.from_array(b.astype(np.float32), "a2r_out_b")])
-    for n in g.node:
-        n.output[:] = ["a2r_raw" if o == y else o for o in n.output]
-        n.input[:] = ["a2r_raw" if i == y else i for i in n.input]
-    out_node = helper.make_node("Conv", ["a2r_raw", "a2r_out_w", "a2r_out_b"], [y],
-                                name="a2r_convention_out")
-    all_nodes = nodes + list(g.node) + [out_node]
+    raw = "a2r_raw"
+    if conv.out_layout == "NHWC":
+        after.append(step("Transpose", raw, "a2r_raw_nchw", perm=[0, 3, 1, 2]))
+        raw = "a2r_raw_nchw"
+        _to_nchw(g.output[0])
+    if not (np.allclose(w, np.eye(3)) and np.allclose(b, 0)):
+        g.initializer.extend([
+            numpy_helper.from_array(w.astype(np.float32).reshape(3, 3, 1, 1), "a2r_out_w"),
+            numpy_helper.from_array(b.astype(np.float32), "a2r_out_b")])
+        after.append(step("Conv", raw, "a2r_out", inputs=["a2r_out_w", "a2r_out_b"]))
+    if after:
+        for n in g.node:
+            n.output[:] = ["a2r_raw" if o == y else o for o in n.output]
+            n.input[:] = ["a2r_raw" if i == y else i for i in n.input]
+        after[-1].output[0] = y
+    all_nodes = before + list(g.node) + after
     del g.node[:]
     g.node.extend(all_nodes)
     data = m.SerializeToString()
@@ -122,3 +201,14 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
     if not path.is_file():
         files.write_atomic(path, data)
     return path
+
+
+def _to_nchw(value_info) -> None:
+    """A declared NHWC shape stated as NCHW (the adapted graph's input or output)."""
+    dims = value_info.type.tensor_type.shape.dim
+    if len(dims) == 4:
+        order = [type(d)() for d in dims]
+        for dst, src in zip(order, (dims[0], dims[3], dims[1], dims[2])):
+            dst.CopyFrom(src)
+        del dims[:]
+        dims.extend(order)

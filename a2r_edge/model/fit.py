@@ -16,12 +16,15 @@ from typing import Callable
 
 import numpy as np
 
+from .conventions import layout_of
+
 MODES = ("resize", "tile")
 
 
 def fixed_hw(inputs: list[tuple[str, tuple]]) -> tuple[int, int] | None:
-    """(H, W) when the model's one input is NCHW with both declared as fixed sizes."""
-    if len(inputs) != 1 or len(inputs[0][1]) != 4:
+    """(H, W) when the model's one input is NCHW with both declared as fixed sizes (an NHWC
+    input, ``conventions.layout_of``, runs adapted to NCHW: conventions.py)."""
+    if len(inputs) != 1 or len(inputs[0][1]) != 4 or layout_of(inputs[0][1]) == "NHWC":
         return None
     h, w = inputs[0][1][2:]
     return (h, w) if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0 else None

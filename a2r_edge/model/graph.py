@@ -149,7 +149,7 @@ def load_model(model):
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise ModelLoadError(f"{what} failed onnx.checker (empty, truncated or corrupt?): "
+        raise ModelLoadError(f"{what} is not a valid ONNX model (onnx.checker): "
                              f"{' '.join(str(exc).split())}") from exc
     if not proto.graph.node:
         raise ModelLoadError(f"{what} has no nodes (empty or truncated graph)")

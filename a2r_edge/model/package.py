@@ -24,8 +24,9 @@ Manifest (format ``a2r_edge.model/1``)::
 the network and cropped after (``picture.forward.pad_to_stride``), so that the network's own zero
 padding sits that far from the picture on all four sides (no bright or dark line along an edge).
 
-Pixel conventions (optional ``input_range``, ``channel_order``, ``output_range``; the plain
-ONNX default RGB in [-1, 1] in and out): see ``conventions.py``.
+Pixel conventions (optional ``input_range``, ``channel_order``, ``output_range``, ``layout``,
+``output_layout``; the plain ONNX default RGB in [-1, 1] in and out, NCHW unless the network
+declares NHWC): see ``conventions.py``.
 
 Stage kinds: ``onnx`` (a network; ``add_input``: it predicts a residual, added to the normalised
 input picture), ``adain`` (features renormalised to target statistics: a reference photo's, else
@@ -319,14 +320,17 @@ def _strength(value) -> float:
 
 
 def _adapted(stages: tuple[Stage, ...], conv: conventions.Conventions) -> tuple[Stage, ...]:
-    """The stages with the network adapted to the Engine's pixel convention (conventions.py)."""
-    if conv.plain:
-        return stages
+    """The stages with the network adapted to the Engine's pixel convention (conventions.py;
+    the layouts a one-network package does not state read from its network)."""
     nets = [s for s in stages if s.kind == "onnx"]
-    if len(nets) != 1:
-        raise ModelPackageError("channel_order BGR and output_range are supported for "
-                                "packages with one onnx stage")
     try:
+        if len(nets) == 1:
+            conv = conventions.with_layouts(conv, nets[0].params["file"])
+        if conv.plain:
+            return stages
+        if len(nets) != 1:
+            raise ValueError("channel_order BGR, output_range and the NHWC layout are "
+                             "supported for packages with one onnx stage")
         path = conventions.adapt(nets[0].params["file"], conv)
     except ValueError as exc:
         raise ModelPackageError(str(exc)) from None
