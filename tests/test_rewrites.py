@@ -288,3 +288,40 @@ def test_gelu_lookalike_stays_op_by_op():
     ex, got, ref = run_both(m, x)
     assert plan(ex, x.shape).rewrites.gelu_pattern == 0
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+# --- ops tf2onnx exports write -------------------------------------------------------------------
+
+@pytest.mark.parametrize("e", [2.0, 3.0, 0.5, 1.0, -1.0, 2.5])
+def test_pow_by_a_constant_exponent(e):
+    """x^e by products or a root where e allows (x^3 of tanh-GELU took np.power's slow path
+    on a negative base), in place or not; onnxruntime's values (negative bases where the power
+    is real)."""
+    b = Builder(np.random.default_rng(15), 3)
+    y = b.node("Pow", [b.node("Relu", ["x"]) if e in (0.5, 2.5) else "x", b.const(e)])
+    m = b.model(b.node("Add", [y, "x"]))   # x read again after the Pow: it cannot write there
+    x = np.random.default_rng(16).uniform(-3, 3, (1, 3, 9, 11)).astype(np.float32)
+    _, got, ref = run_both(m, x)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-6)
+    b = Builder(np.random.default_rng(15), 3)   # the Pow's output over its input (in place)
+    m = b.model(b.node("Pow", [b.node("Abs", ["x"]), b.const(e)]))
+    _, got, ref = run_both(m, x)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-6)
+
+
+def test_tile_and_tf_nearest_resize_run_natively():
+    """Keras UpSampling2D at a fixed size (Tile of a reshaped map) and tf.image.resize nearest
+    (Resize with coordinate_transformation_mode tf_half_pixel_for_nn): native, onnxruntime's
+    values; a Tile written into a Concat's slice too."""
+    b = Builder(np.random.default_rng(17), 3)
+    b.inits += [numpy_helper.from_array(np.array(v, np.int64), name)
+                for v, name in (([1, 1, 2, 3], "reps"), ([1, 3, 14, 33], "sizes"))]
+    tiled = b.node("Tile", ["x", "reps"])
+    near = b.node("Resize", ["x", "", "", "sizes"], mode="nearest",
+                  coordinate_transformation_mode="tf_half_pixel_for_nn")
+    y = b.node("Concat", [tiled, near], axis=1)
+    m = b.model(y, opset=13)
+    x = np.random.default_rng(18).standard_normal((1, 3, 7, 11)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    assert not plan(ex, x.shape).specialised.foreign()
+    np.testing.assert_array_equal(got, ref)

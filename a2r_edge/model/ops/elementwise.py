@@ -1,6 +1,6 @@
 """Elementwise ops of one tensor: activations (Relu, LeakyRelu, Sigmoid, Tanh, Clip, Elu,
-HardSigmoid, HardSwish, Gelu, the fused SiLU), Identity, and math (Sqrt, Exp, Erf, Neg, Abs,
-Floor, Ceil). Binary ops are in binary.py."""
+HardSigmoid, HardSwish, Gelu, Softplus, the fused SiLU), Identity, and math (Sqrt, Exp, Log,
+Reciprocal, Erf, Neg, Abs, Floor, Ceil). Binary ops are in binary.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -252,5 +252,14 @@ register(OpSpec("Gelu", _gelu_shapes, _gelu_kernel(None), lambda n, i: [_gelu(n,
                 inplace=True))
 register(OpSpec("Erf", same_shape, _gelu_kernel("erf"), lambda n, i: [erf(i[0])], inplace=True))
 for _op, _f in (("Sqrt", np.sqrt), ("Exp", np.exp), ("Neg", np.negative), ("Abs", np.absolute),
-                ("Floor", np.floor), ("Ceil", np.ceil)):
+                ("Floor", np.floor), ("Ceil", np.ceil), ("Reciprocal", np.reciprocal),
+                ("Log", np.log)):
     _unary_spec(_op, _ufunc(_f), _f, inplace=True)
+
+
+def _softplus(x, out=None):
+    """log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|)."""
+    return np.logaddexp(x, np.zeros((), x.dtype), out=out)
+
+
+_unary_spec("Softplus", _ufunc(_softplus), _softplus, inplace=True)

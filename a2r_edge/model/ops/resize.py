@@ -1,7 +1,8 @@
 """Resize (and the old Upsample) of H, W of an NCHW tensor: nearest (each rounding mode),
 linear and cubic (coefficient A, exclude_outside), antialiased linear/cubic downsampling,
 every coordinate mode (half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners,
-asymmetric, tf_crop_and_resize with its extrapolation value), scales or sizes (axes,
+asymmetric, tf_crop_and_resize with its extrapolation value, tf2onnx's tf_half_pixel_for_nn),
+scales or sizes (axes,
 keep_aspect_ratio_policy).
 
 Separable: per axis, a table of K source indices and weights per output position is made once
@@ -19,7 +20,7 @@ from ... import _kernels
 from .base import OpSpec, UnsupportedOpError, register
 
 _COORDS = ("half_pixel", "half_pixel_symmetric", "asymmetric", "align_corners",
-           "pytorch_half_pixel", "tf_crop_and_resize")
+           "pytorch_half_pixel", "tf_crop_and_resize", "tf_half_pixel_for_nn")
 _NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "legacy")
 
 
@@ -129,6 +130,8 @@ def _source_coords(in_size, out_size, scale, p, roi):
         return (xr + half) / s - half if out_size > 1 else np.full_like(xr, -0.5)
     if coord == "asymmetric":
         return xr / s
+    if coord == "tf_half_pixel_for_nn":   # tf.image.resize(method="nearest") via tf2onnx
+        return (xr + half) / s
     if coord == "align_corners":   # out_size is exact (fractional in * scale is refused)
         return xr * np.float32(in_size - 1) / np.float32(out_size - 1) if out_size > 1 \
             else np.zeros_like(xr)

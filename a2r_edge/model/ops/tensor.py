@@ -1,5 +1,5 @@
 """Ops that move values without arithmetic: Constant, Concat, Split, Slice, Gather, Expand,
-Transpose, DepthToSpace. (Pad is in pad.py; pure reshapes in shape.py.)"""
+Tile, Transpose, DepthToSpace. (Pad is in pad.py; pure reshapes in shape.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -125,6 +125,26 @@ def _expand_target(node, x_shape, get):
 
 def _expanded(node, x, y):
     return x   # np.copyto broadcasts
+
+
+def _tile_reps(node, x_shape, get) -> list[int]:
+    reps = get(1)
+    if reps is None or reps.ndim != 1 or len(reps) != len(x_shape) or np.any(reps < 0):
+        raise ValueError(f"Tile needs one repeat count >= 0 per axis of x {tuple(x_shape)}, "
+                         f"got {None if reps is None else reps.tolist()}")
+    return [int(r) for r in reps]
+
+
+def _tile_build(node, graph, shapes, view, scratch):
+    """y seen as (r0, s0, r1, s1, ...) takes x seen as (1, s0, 1, s1, ...): one broadcast
+    copy (Keras UpSampling2D at a fixed size, tf2onnx's Tile)."""
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    reps = _tile_reps(node, x.shape, plan_consts(node, graph))
+    if not y.flags.c_contiguous:   # a concat slice: reshaping it would copy
+        return lambda: np.copyto(y, np.tile(x, reps))
+    yv = y.reshape([v for r, s in zip(reps, x.shape) for v in (r, s)])
+    xv = x.reshape([v for s in x.shape for v in (1, s)])
+    return lambda: np.copyto(yv, xv)
 
 
 # --- Split ---------------------------------------------------------------------------------------
@@ -269,6 +289,9 @@ register(OpSpec("Expand", lambda n, s, g: [_expand_target(n, s[0], plan_consts(n
                 copy_build(_expanded),
                 lambda n, i: [np.broadcast_to(i[0], _expand_target(n, i[0].shape, given(i)))
                               .copy()]))
+register(OpSpec("Tile", lambda n, s, g: [tuple(r * d for r, d in
+                                                zip(_tile_reps(n, s[0], plan_consts(n, g)), s[0]))],
+                _tile_build, lambda n, i: [np.tile(i[0], _tile_reps(n, i[0].shape, given(i)))]))
 register(OpSpec("Split", _split_shapes, _split_build, _split))
 register(OpSpec("Slice", _sliced_shape, _slice_build, _slice))
 register(OpSpec("Gather", _gather_shapes, _gather_build, _gather))
