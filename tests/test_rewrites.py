@@ -325,3 +325,27 @@ def test_tile_and_tf_nearest_resize_run_natively():
     ex, got, ref = run_both(m, x)
     assert not plan(ex, x.shape).specialised.foreign()
     np.testing.assert_array_equal(got, ref)
+
+
+def test_compress_by_a_mask_known_at_plan_time():
+    """tf2onnx writes tf.pad SYMMETRIC as Pads and Compress by masks built from the input's
+    shape: the mask folds when the graph is planned, and Compress runs natively (it failed:
+    onnx shape inference cannot size it). Here the mask drops row 0 and column W - 1."""
+    b = Builder(np.random.default_rng(19), 3)
+    b.inits += [numpy_helper.from_array(np.array(v, np.int64), name)
+                for v, name in ((0, "zero"), (1, "one"), (2, "two"), (3, "three"))]
+    shape = b.node("Shape", ["x"])
+    y = "x"
+    for axis, drop in ((2, "zero"), (3, "last")):
+        n = b.node("Gather", [shape, "two" if axis == 2 else "three"], axis=0)
+        if drop == "last":
+            drop = b.node("Sub", [n, "one"])
+        keep = b.node("Not", [b.node("Equal", [b.node("Range", ["zero", n, "one"]), drop])])
+        y = b.node("Compress", [y, keep], axis=axis)
+    m = b.model(b.conv(y, 3, 3))
+    for size in ((9, 7), (6, 11)):
+        x = np.random.default_rng(20).standard_normal((1, 3, *size)).astype(np.float32)
+        ex, got, ref = run_both(m, x)
+        assert not plan(ex, x.shape).specialised.foreign() and got.shape[2:] == (size[0] - 1,
+                                                                                  size[1] - 1)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,5 @@
-"""Ops that move values without arithmetic: Constant, Concat, Split, Slice, Gather, Expand,
-Tile, Transpose, DepthToSpace. (Pad is in pad.py; pure reshapes in shape.py.)"""
+"""Ops that move values without arithmetic: Constant, Concat, Split, Slice, Gather, Compress,
+Expand, Tile, Transpose, DepthToSpace. (Pad is in pad.py; pure reshapes in shape.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -125,6 +125,37 @@ def _expand_target(node, x_shape, get):
 
 def _expanded(node, x, y):
     return x   # np.copyto broadcasts
+
+
+def _compress_index(node, x_shape, get) -> tuple[int | None, np.ndarray]:
+    """(axis or None: x flattened, the kept positions) of a Compress whose condition is known
+    when the graph is planned (tf2onnx's SYMMETRIC padding: a mask built from the shape)."""
+    cond = get(1)
+    if cond is None or cond.ndim != 1:
+        raise ValueError("Compress needs a 1-D condition")
+    axis = node.attrs.get("axis")
+    if axis is not None:
+        r = len(x_shape)
+        if not -r <= int(axis) < r:
+            raise ValueError(f"axis={axis} out of range for rank {r}")
+        axis = int(axis) % r
+    size = x_shape[axis] if axis is not None else int(np.prod(x_shape))
+    return axis, np.flatnonzero(cond[:size].astype(bool))
+
+
+def _compress_shape(node, x_shape, get):
+    axis, keep = _compress_index(node, x_shape, get)
+    if axis is None:
+        return (keep.size,)
+    return tuple(keep.size if i == axis else d for i, d in enumerate(x_shape))
+
+
+def _compress_build(node, graph, shapes, view, scratch):
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    axis, keep = _compress_index(node, x.shape, plan_consts(node, graph))
+    if axis is None:
+        return lambda: np.take(x.reshape(-1), keep, out=y)
+    return lambda: np.take(x, keep, axis=axis, out=y)
 
 
 def _tile_reps(node, x_shape, get) -> list[int]:
@@ -292,6 +323,9 @@ register(OpSpec("Expand", lambda n, s, g: [_expand_target(n, s[0], plan_consts(n
 register(OpSpec("Tile", lambda n, s, g: [tuple(r * d for r, d in
                                                 zip(_tile_reps(n, s[0], plan_consts(n, g)), s[0]))],
                 _tile_build, lambda n, i: [np.tile(i[0], _tile_reps(n, i[0].shape, given(i)))]))
+register(OpSpec("Compress", lambda n, s, g: [_compress_shape(n, s[0], plan_consts(n, g))],
+                _compress_build,
+                lambda n, i: [np.compress(i[1].astype(bool), i[0], axis=n.attrs.get("axis"))]))
 register(OpSpec("Split", _split_shapes, _split_build, _split))
 register(OpSpec("Slice", _sliced_shape, _slice_build, _slice))
 register(OpSpec("Gather", _gather_shapes, _gather_build, _gather))
