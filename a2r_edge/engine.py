@@ -73,11 +73,12 @@ class Engine:
         if self._roi is not None and self.model.scale != 1:
             raise ValueError(f"roi= needs a model of scale 1 (the region is pasted back into "
                              f"the picture); {self.model.name!r} has scale {self.model.scale}")
-        self.tile = tiling.check_tile(tile, self.model.stride)
         precision = resolve_precision(precision, strict)
         self._stage_runners = runners = StageRunners(self.model.stages,
                                                      native=backend != "onnxruntime",
                                                      strict=strict)
+        self.model = runners.with_size_multiple(self.model)   # a plain ONNX U-Net's stride
+        self.tile = tiling.check_tile(tile, self.model.stride)
         backend = backend_for_custom_ops(self.model.stages, backend, runners.unsupported)
         # single pictures: the lowest latency; batches and streams: the most frames per second
         self.plan = make_plan(self.model.stages, device, backend, runners.unsupported,

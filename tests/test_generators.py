@@ -4,6 +4,7 @@ range, at an even and an odd size; nodes the native side cannot run go to onnxru
 the plan, and the plan says which and why."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 
@@ -185,3 +186,39 @@ def test_integer_tensor_between_two_onnxruntime_regions():
         got = NativeExecutor(m).run(x)
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(got, sess.run(None, {"x": x})[0])
+
+
+def unet_without_padding(path):
+    """A two-level U-Net as Keras/tf2onnx or a bare torch export write it: stride-2 convs down,
+    nearest x2 up, skip Concats; it plans only at multiples of 4 (33 + 1 = 34 wide maps meet
+    33 wide skips elsewhere). Saved to ``path``."""
+    import onnx
+    from onnx import numpy_helper
+    b = Builder(np.random.default_rng(21), 3)
+    b.inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up"))
+    d1 = b.conv("x", 3, 8, stride=2)
+    d2 = b.conv(d1, 8, 8, stride=2)
+    u1 = b.node("Concat", [b.node("Resize", [d2, "", "up"], mode="nearest"), d1], axis=1)
+    u0 = b.node("Concat", [b.node("Resize", [b.conv(u1, 16, 8), "", "up"], mode="nearest"),
+                           "x"], axis=1)
+    onnx.save(b.model(b.node("Tanh", [b.conv(u0, 11, 3)])), str(path))
+    return path
+
+
+def test_a_plain_unet_gets_the_stride_its_skips_need(tmp_path):
+    """A plain ONNX file states no stride: the Engine finds the multiple its network plans at
+    (model.fit.size_multiple) and pads pictures to it, as a manifest's "stride" does; a 101 x 66
+    picture converts (it failed: Concat inputs differ off axis 1). A network planning at any
+    size keeps stride 1."""
+    from a2r_edge import Engine
+    from a2r_edge.model import fit
+    from a2r_edge.model.package import wrap_onnx
+    path = unet_without_padding(tmp_path / "unet.onnx")
+    with pytest.raises(ValueError, match="differ off axis 1"):
+        NativeExecutor(str(path)).plan_for({"x": (1, 3, 66, 101)})
+    engine = Engine(str(path), cache_mb=0)
+    assert engine.model.stride == 4
+    assert fit.size_multiple(NativeExecutor(fixture("cyclegan_resnet")).graph) == 1
+    img = np.random.default_rng(22).integers(0, 256, (66, 101, 3), dtype=np.uint8)
+    declared = Engine(dataclasses.replace(wrap_onnx(path), stride=4), cache_mb=0)
+    np.testing.assert_array_equal(engine.convert(img), declared.convert(img))

@@ -122,3 +122,13 @@ def test_model_check_feeds_an_nhwc_model_nhwc(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "input (1, 20, 24, 3)" in r.stdout and "layout: input NHWC, output NHWC" in r.stdout
     assert "(ok," in r.stdout
+
+
+def test_model_check_says_the_multiple_a_unet_needs(tmp_path):
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_generators import unet_without_padding
+    r = check(str(unet_without_padding(tmp_path / "unet.onnx")), "--no-speed")
+    assert r.returncode == 0, r.stderr
+    assert "it plans at multiples of 4 only" in r.stdout
+    r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--no-speed")
+    assert r.returncode == 0 and "multiples of" not in r.stdout

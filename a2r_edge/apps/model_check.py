@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     import onnxruntime as ort
 
     from ..model import NativeExecutor, conventions
-    from ..model.fit import fixed_hw
+    from ..model.fit import fixed_hw, size_multiple
     from ..model.graph import channels_problem
 
     if (why := not_a_file(Path(args.model), "model file (.onnx)")) is not None:
@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"layout: input {layouts.layout}, output {layouts.out_layout} (as declared); "
               f"convert adapts it with a Transpose at each end, which the native plan drops "
               f"against the network's own")
+    multiple = 1 if nhwc else size_multiple(ex.graph)
+    if multiple > 1:
+        print(f"sizes: it plans at multiples of {multiple} only (its downsampling); convert "
+              f"pads pictures to them")
     picture = got[ex.output_names[0]]
     gives = None if picture.ndim != 4 else \
         picture.shape[3 if layouts.out_layout == "NHWC" else 1]

@@ -9,6 +9,10 @@ seams may show with models that use picture-wide statistics. Both allocate per c
 native plan itself still runs only at the fixed size).
 
 >>> fit.run_fitted(ex.run, x, (256, 256), "resize")     # doctest: +SKIP
+
+A network of any size may still need sizes that are multiples of its downsampling (a U-Net's
+skip connections meet its upsampled maps only there): ``size_multiple`` finds it for a plain
+ONNX file, whose manifest cannot say it, and the picture is padded to it (the model's stride).
 """
 from __future__ import annotations
 
@@ -19,6 +23,12 @@ import numpy as np
 from .conventions import layout_of
 
 MODES = ("resize", "tile")
+
+# size_multiple tries (odd * s)^2 pictures: an odd count of s-pixel blocks is what a network
+# needing a multiple of 2s cannot plan (a halving rounds, and its skip connection no longer
+# matches), and 33 blocks keep the first try clear of any minimum size.
+_ODD_BLOCKS = 33
+_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def fixed_hw(inputs: list[tuple[str, tuple]]) -> tuple[int, int] | None:
@@ -77,3 +87,23 @@ def run_fitted(run: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
                 out = np.empty(y.shape[:2] + ((h + ph) * s, (w + pw) * s), np.float32)
             out[:, :, i * s:(i + fh) * s, j * s:(j + fw) * s] = y
     return out[:, :, :h * s, :w * s]
+
+
+def size_multiple(graph) -> int:
+    """The smallest of 1, 2, 4, ..., 64 whose odd multiples ``graph`` (a one-input NCHW
+    network of any H and W) plans at, as (33 s) x (33 s) pictures; 1 when it plans at 33 x 33
+    or at none of them (a size it cannot take then fails with its own error)."""
+    from .specialise import specialise
+    if len(graph.inputs) != 1 or fixed_hw(graph.inputs) is not None:
+        return 1
+    name, dims = graph.inputs[0]
+    if len(dims) != 4:
+        return 1
+    for s in _MULTIPLES:
+        side = _ODD_BLOCKS * s
+        try:
+            specialise(graph, {name: (dims[0] or 1, dims[1] or 3, side, side)})
+        except ValueError:
+            continue
+        return s
+    return 1

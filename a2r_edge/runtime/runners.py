@@ -10,6 +10,7 @@ shape, like the native executor).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from ..model import NativeExecutor, UnsupportedOpError
@@ -50,6 +51,16 @@ class StageRunners:
                 if strict:
                     raise
                 self.unsupported[stage.name] = str(exc)
+
+    def with_size_multiple(self, model):
+        """``model`` (the package of these stages) with the stride its network needs
+        (``fit.size_multiple``: a U-Net plans only at multiples of its downsampling) when it is
+        a plain ONNX file, which states none, run natively; else ``model`` itself."""
+        ex = self.executors.get(self.stages[0].name) if len(self.stages) == 1 else None
+        if model.folder is not None or model.stride != 1 or ex is None:
+            return model
+        s = fitting.size_multiple(ex.graph)
+        return model if s == 1 else dataclasses.replace(model, stride=s)
 
     def backends_of(self, stage: str) -> list[str]:
         return (["native"] if stage in self.executors else []) + ["onnxruntime"]
