@@ -101,19 +101,19 @@ def test_a_fixed_input_shape_model_converts_or_says_why_in_one_line(tmp_path, pi
 
 
 def test_a_model_failing_on_one_picture_converts_the_others(tmp_path):
-    """The network needs H and W divisible by 4 (a Reshape into 4x4 blocks, onnxruntime): a
-    picture of another size fails alone; the folder goes on."""
+    """The network needs square pictures (a Reshape to (N, C, H, H)): a picture of another
+    shape fails alone (no multiple padding can fix: model.fit.size_multiple keeps stride 1);
+    the folder goes on."""
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Div", ["s", "four"], ["q"]),
-             helper.make_node("Mul", ["q", "four"], ["r"]),
+             helper.make_node("Gather", ["s", "nchh"], ["r"], axis=0),
              helper.make_node("Reshape", ["x", "r"], ["y"])]
-    m = model(nodes, {"four": np.array([1, 1, 4, 4], np.int64)})
-    path = write(tmp_path / "div4.onnx", m)
+    m = model(nodes, {"nchh": np.array([0, 1, 2, 2], np.int64)})
+    path = write(tmp_path / "square.onnx", m)
     folder = tmp_path / "in"
     folder.mkdir()
     save(folder / "a.png", (16, 16, 3))
     save(folder / "b.png", (17, 16, 3), seed=1)
-    save(folder / "c.png", (20, 24, 3), seed=2)
+    save(folder / "c.png", (24, 24, 3), seed=2)
     p = cli("convert", folder, "-o", tmp_path / "out", "--model", path, "-q", timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert "converted 2 of 3 picture(s); 1 failed" in p.stdout
