@@ -349,3 +349,21 @@ def test_compress_by_a_mask_known_at_plan_time():
         assert not plan(ex, x.shape).specialised.foreign() and got.shape[2:] == (size[0] - 1,
                                                                                   size[1] - 1)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("order,lo,hi", [("min_max", -0.5, 0.7), ("max_min", -0.5, 0.7),
+                                         ("max_min", 0.7, -0.5)])
+def test_min_and_max_by_constants_become_one_clip(order, lo, hi):
+    """tf.clip_by_value as tf2onnx writes it, in either order: one Clip, onnxruntime's values;
+    Max(Min(x, hi), lo) with lo > hi is lo everywhere, not Clip's hi: left as it is."""
+    b = Builder(np.random.default_rng(23), 3)
+    x = b.conv("x", 3, 3)
+    if order == "min_max":
+        y = b.node("Min", [b.node("Max", [x, b.const(lo)]), b.const(hi)])
+    else:
+        y = b.node("Max", [b.const(lo), b.node("Min", [b.const(hi), x])])
+    m = b.model(y)
+    x = np.random.default_rng(24).standard_normal((1, 3, 8, 9)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    assert plan(ex, x.shape).rewrites.clip_pattern == (lo <= hi)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

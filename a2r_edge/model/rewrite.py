@@ -24,6 +24,8 @@ native side runs.
 * GELU as torch.onnx.export writes it below opset 20, ``x * 0.5 * (1 + erf(x / sqrt 2))`` in
   either order of its products (Div by sqrt 2 or Mul by 1/sqrt 2, Erf, Add 1, Mul by x, Mul by
   0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five).
+* Min(Max(x, lo), hi) or Max(Min(x, hi), lo) by scalar constants (tf.clip_by_value): one
+  Clip.
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
@@ -56,6 +58,7 @@ class Rewrites:
     groupnorm_pattern: int = 0
     groupnorm_affine: int = 0
     gelu_pattern: int = 0
+    clip_pattern: int = 0
     pad_into_conv: int = 0
     identity_at_size: int = 0
     transpose_pair: int = 0
@@ -133,6 +136,8 @@ def rewrite(sp: Specialised) -> Rewrites:
             new = _groupnorm_affine(c, n, count)
         elif n.op == "Mul":
             new = _gelu_pattern(c, n, count)
+        elif n.op in ("Min", "Max"):
+            new = _clip_pattern(c, n, count)
         if new is not None:
             replaced[i] = new
     if not replaced and not c.replaced and not fused:
@@ -626,6 +631,36 @@ def _gelu_pattern(c: _Ctx, end: Node, count: Rewrites):
         c.fused.setdefault(m.name, f"into Gelu {node.name!r}")
     count.gelu_pattern += 1
     return [node]
+
+
+# --- Min and Max by constants: Clip ------------------------------------------------------------
+
+def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
+    """Min(Max(x, lo), hi) or Max(Min(x, hi), lo), lo <= hi scalar constants, the inner result
+    read once (tf.clip_by_value through tf2onnx): one Clip (one pass; fusion may give it to
+    the Conv before)."""
+    inner_op = "Max" if outer.op == "Min" else "Min"
+    for k in (0, 1):
+        bound, inner = c.scalar(outer.inputs[1 - k]), c.made_by(outer.inputs[k], inner_op)
+        if bound is None or inner is None or not c.sole(outer.inputs[k]) \
+                or len(outer.inputs) != 2 or len(inner.inputs) != 2:
+            continue
+        for j in (0, 1):
+            other, x = c.scalar(inner.inputs[1 - j]), inner.inputs[j]
+            if other is None or c.shapes.get(x) != c.shapes.get(outer.outputs[0]):
+                continue
+            lo, hi = (other, bound) if outer.op == "Min" else (bound, other)
+            if lo > hi:
+                continue
+            node = Node("Clip", outer.name + "/clip", [x, c.const(np.float32(lo), "clip_lo"),
+                                                        c.const(np.float32(hi), "clip_hi")],
+                        list(outer.outputs), {})
+            c.new.append(node)
+            for m in (inner, outer):
+                c.fused.setdefault(m.name, f"into Clip {node.name!r}")
+            count.clip_pattern += 1
+            return [node]
+    return None
 
 
 # --- Pad into Conv ------------------------------------------------------------------------------
