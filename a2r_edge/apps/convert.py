@@ -103,8 +103,8 @@ def add_parser(sub) -> None:
     g = p.add_argument_group(
         "pixel conventions of a plain ONNX --model (a package states them in its manifest; "
         "default: RGB in [-1, 1] in and out, NCHW unless the network declares NHWC)")
-    g.add_argument("--input-range", choices=("-1,1", "0,1"),
-                   help="the network's input range (0,1: ESRGAN / Real-CUGAN style)")
+    g.add_argument("--input-range", choices=("-1,1", "0,1"), metavar="RANGE",
+                   help="the network's input range: -1,1 or 0,1 (ESRGAN / Real-CUGAN style)")
     p.dash_values = frozenset({"--input-range", "--output-range"})   # "-1,1" is a value
     g.add_argument("--mean", type=_triple, metavar="R,G,B",
                    help="input mean per channel in [0, 1] units (with --std; instead of "
@@ -112,8 +112,8 @@ def add_parser(sub) -> None:
     g.add_argument("--std", type=_triple, metavar="R,G,B", help="input std per channel")
     g.add_argument("--channel-order", choices=("RGB", "BGR"),
                    help="the network's channel order, input and output (default RGB)")
-    g.add_argument("--output-range", choices=("-1,1", "0,1"),
-                   help="the network's output range (default: as its input)")
+    g.add_argument("--output-range", choices=("-1,1", "0,1"), metavar="RANGE",
+                   help="the network's output range: -1,1 or 0,1 (default: as its input)")
     g.add_argument("--layout", choices=("NCHW", "NHWC"),
                    help="the network's input layout (default: as it declares, NCHW when it "
                         "does not say; NHWC: a TensorFlow/Keras export without "
