@@ -367,3 +367,23 @@ def test_min_and_max_by_constants_become_one_clip(order, lo, hi):
     ex, got, ref = run_both(m, x)
     assert plan(ex, x.shape).rewrites.clip_pattern == (lo <= hi)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("act", [None, "LeakyRelu"])
+def test_depth_to_space_dcr_after_a_conv_runs_as_crd(act):
+    """tf.nn.depth_to_space (DCR) after a Conv, as Keras sub-pixel upscalers export: the Conv's
+    output channels reordered and the node CRD (the pixel-shuffle kernel); onnxruntime's
+    values. A Conv also read elsewhere keeps its channels (DCR stays)."""
+    for shared in (False, True):
+        b = Builder(np.random.default_rng(25), 3)
+        y = b.conv("x", 3, 12)
+        y2 = b.node(act, [y], alpha=0.2) if act else y
+        out = b.node("DepthToSpace", [y2], blocksize=2)   # mode DCR, the default
+        if shared:   # the conv's output read again: no reordering
+            out = b.node("Add", [out, b.node("DepthToSpace", [y], blocksize=2, mode="CRD")])
+        m = b.model(out)
+        x = np.random.default_rng(26).standard_normal((1, 3, 7, 6)).astype(np.float32)
+        ex, got, ref = run_both(m, x)
+        p = plan(ex, x.shape)
+        assert p.rewrites.depth_to_space_crd == (not shared)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -26,6 +26,8 @@ native side runs.
   0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five).
 * Min(Max(x, lo), hi) or Max(Min(x, hi), lo) by scalar constants (tf.clip_by_value): one
   Clip.
+* DepthToSpace DCR (TensorFlow's) after a Conv it alone reads, maybe through an activation:
+  the Conv's output channels reordered, the node CRD (the native pixel-shuffle kernel).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
@@ -59,6 +61,7 @@ class Rewrites:
     groupnorm_affine: int = 0
     gelu_pattern: int = 0
     clip_pattern: int = 0
+    depth_to_space_crd: int = 0
     pad_into_conv: int = 0
     identity_at_size: int = 0
     transpose_pair: int = 0
@@ -138,6 +141,8 @@ def rewrite(sp: Specialised) -> Rewrites:
             new = _gelu_pattern(c, n, count)
         elif n.op in ("Min", "Max"):
             new = _clip_pattern(c, n, count)
+        elif n.op == "DepthToSpace":
+            new = _depth_to_space_crd(c, n, count)
         if new is not None:
             replaced[i] = new
     if not replaced and not c.replaced and not fused:
@@ -661,6 +666,44 @@ def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
             count.clip_pattern += 1
             return [node]
     return None
+
+
+# --- DepthToSpace DCR after a Conv: CRD ------------------------------------------------------
+
+# Activations acting on each value alone: they commute with a reordering of the channels.
+_PER_VALUE = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSigmoid", "Clip"}
+
+
+def _depth_to_space_crd(c: _Ctx, n: Node, count: Rewrites):
+    """DepthToSpace in DCR mode (TensorFlow's depth_to_space) of what a Conv (group 1, constant
+    weights and bias) alone makes, maybe through one activation acting on each value: the
+    Conv's output channels reordered so that the node is CRD, PixelShuffle's order, run by the
+    native pixel_shuffle kernel (DCR was a strided numpy copy)."""
+    if n.attrs.get("mode", "DCR") != "DCR" or not c.sole(n.inputs[0]):
+        return None
+    t = n.inputs[0]
+    act = c.producer.get(t)
+    if act is not None and act.op in _PER_VALUE and \
+            all(c.scalar(s) is not None for s in act.inputs[1:] if s):
+        t = act.inputs[0]
+        if not c.sole(t):
+            return None
+    conv = c.made_by(t, "Conv")
+    if conv is None or conv.attrs.get("group", 1) != 1 or conv.inputs[1] not in c.consts \
+            or (len(conv.inputs) > 2 and conv.inputs[2] and conv.inputs[2] not in c.consts):
+        return None
+    r = int(n.attrs["blocksize"])
+    w = np.asarray(c.consts[conv.inputs[1]])
+    if w.shape[0] % (r * r):
+        return None
+    # CRD channel ch * r * r + s (s = i * r + j) takes DCR channel s * C + ch
+    order = np.arange(w.shape[0]).reshape(r * r, -1).T.reshape(-1)
+    conv.inputs = [conv.inputs[0], c.const(w[order], conv.name + "/w_crd")] + (
+        [c.const(np.asarray(c.consts[conv.inputs[2]])[order], conv.name + "/b_crd")]
+        if len(conv.inputs) > 2 and conv.inputs[2] else [])
+    n.attrs = dict(n.attrs, mode="CRD")
+    count.depth_to_space_crd += 1
+    return [n]
 
 
 # --- Pad into Conv ------------------------------------------------------------------------------
