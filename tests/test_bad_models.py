@@ -1,6 +1,7 @@
 """Hostile and broken ONNX models on the command line and in the Engine: one line and exit
 code 2, never a traceback; a model failing on a picture fails that picture only; a valid model
 using the a2r AdaIN node runs in a default Engine."""
+import cv2
 import numpy as np
 import onnx
 import pytest
@@ -119,6 +120,26 @@ def test_a_model_failing_on_one_picture_converts_the_others(tmp_path):
     assert "converted 2 of 3 picture(s); 1 failed" in p.stdout
     assert "b.png" in p.stdout.splitlines()[-1]
     assert sorted(f.name for f in (tmp_path / "out").iterdir()) == ["a.png", "c.png"]
+
+
+def test_a_network_needing_multiples_of_4_converts_every_picture(tmp_path):
+    """A Reshape into 4x4 blocks plans only at multiples of 4: the Engine pads each picture to
+    them (model.fit.size_multiple), the outputs keep the pictures' sizes."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Div", ["s", "four"], ["q"]),
+             helper.make_node("Mul", ["q", "four"], ["r"]),
+             helper.make_node("Reshape", ["x", "r"], ["y"])]
+    path = write(tmp_path / "div4.onnx", model(nodes, {"four": np.array([1, 1, 4, 4],
+                                                                        np.int64)}))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, shape in (("a.png", (16, 16, 3)), ("b.png", (17, 16, 3)), ("c.png", (20, 23, 3))):
+        save(folder / name, shape)
+    p = cli("convert", folder, "-o", tmp_path / "out", "--model", path, "-q", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert [cv2.imread(str(tmp_path / "out" / n)).shape[:2] for n in ("a.png", "b.png",
+                                                                      "c.png")] == \
+        [(16, 16), (17, 16), (20, 23)]
 
 
 def adain_model():

@@ -188,20 +188,22 @@ def test_integer_tensor_between_two_onnxruntime_regions():
     np.testing.assert_array_equal(got, sess.run(None, {"x": x})[0])
 
 
-def unet_without_padding(path):
-    """A two-level U-Net as Keras/tf2onnx or a bare torch export write it: stride-2 convs down,
-    nearest x2 up, skip Concats; it plans only at multiples of 4 (33 + 1 = 34 wide maps meet
-    33 wide skips elsewhere). Saved to ``path``."""
+def unet_without_padding(path, levels=2, channels=8):
+    """A U-Net as Keras/tf2onnx or a bare torch export write it: ``levels`` stride-2 convs
+    down, nearest x2 up, skip Concats; it plans only at multiples of 2^levels (an upsampled
+    map one pixel wider than its skip elsewhere). Saved to ``path``."""
     import onnx
     from onnx import numpy_helper
     b = Builder(np.random.default_rng(21), 3)
     b.inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up"))
-    d1 = b.conv("x", 3, 8, stride=2)
-    d2 = b.conv(d1, 8, 8, stride=2)
-    u1 = b.node("Concat", [b.node("Resize", [d2, "", "up"], mode="nearest"), d1], axis=1)
-    u0 = b.node("Concat", [b.node("Resize", [b.conv(u1, 16, 8), "", "up"], mode="nearest"),
-                           "x"], axis=1)
-    onnx.save(b.model(b.node("Tanh", [b.conv(u0, 11, 3)])), str(path))
+    skips, t, c = [], "x", 3
+    for _ in range(levels):
+        skips.append((t, c))
+        t, c = b.conv(t, c, channels, stride=2), channels
+    for skip, sc in reversed(skips):
+        t = b.node("Concat", [b.node("Resize", [t, "", "up"], mode="nearest"), skip], axis=1)
+        t = b.conv(t, channels + sc, channels)
+    onnx.save(b.model(b.node("Tanh", [b.conv(t, channels, 3)])), str(path))
     return path
 
 
@@ -222,3 +224,14 @@ def test_a_plain_unet_gets_the_stride_its_skips_need(tmp_path):
     img = np.random.default_rng(22).integers(0, 256, (66, 101, 3), dtype=np.uint8)
     declared = Engine(dataclasses.replace(wrap_onnx(path), stride=4), cache_mb=0)
     np.testing.assert_array_equal(engine.convert(img), declared.convert(img))
+    on_ort = Engine(str(path), cache_mb=0, backend="onnxruntime")   # no native executor
+    assert on_ort.model.stride == 4 and on_ort.convert(img).shape == img.shape
+
+
+@pytest.mark.parametrize("levels,channels", [(6, 64), (8, 4)])
+def test_size_multiple_of_deep_unets(tmp_path, levels, channels):
+    """6 levels of 64 channels: probing at 33 x 64 pixels needed more than A2R_MEMORY_MB and
+    read as "not this multiple" (stride 1); 8 levels need 256. Probes stay within 528 px."""
+    from a2r_edge.model import fit
+    path = unet_without_padding(tmp_path / "u.onnx", levels, channels)
+    assert fit.size_multiple(NativeExecutor(str(path)).graph) == 2 ** levels

@@ -387,3 +387,39 @@ def test_depth_to_space_dcr_after_a_conv_runs_as_crd(act):
         p = plan(ex, x.shape)
         assert p.rewrites.depth_to_space_crd == (not shared)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_transpose_pair_whose_first_result_is_also_a_graph_output():
+    """The NCHW picture through an NHWC copy that is itself a graph output: the second
+    Transpose still goes, the first stays to write its output (the first was left reading a
+    renamed tensor: KeyError when planned)."""
+    from onnx import TensorProto, helper
+    b = Builder(np.random.default_rng(27), 3)
+    c = b.node("Tanh", [b.conv("x", 3, 3)])
+    nhwc = b.node("Transpose", [c], perm=[0, 2, 3, 1])
+    back = b.node("Transpose", [nhwc], perm=[0, 3, 1, 2])
+    g = helper.make_graph(b.nodes, "g", [b.x], [
+        helper.make_tensor_value_info(back, TensorProto.FLOAT, ["n", 3, "h", "w"]),
+        helper.make_tensor_value_info(nhwc, TensorProto.FLOAT, ["n", "h", "w", 3])], b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = np.random.default_rng(28).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    ex = NativeExecutor(m)
+    got = {k: v.copy() for k, v in ex.run_many({"x": x}).items()}
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for name, want in zip((back, nhwc), sess.run(None, {"x": x})):
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["round_prefer_floor", "ceil"])
+def test_tf_nearest_resize_at_the_same_size_copies(mode):
+    """tf_half_pixel_for_nn at scale 1: onnxruntime copies the input; the formula would move a
+    rounding-up nearest mode one pixel."""
+    b = Builder(np.random.default_rng(29), 3)
+    b.inits.append(numpy_helper.from_array(np.array([1, 1, 1, 1], np.float32), "same"))
+    m = b.model(b.node("Resize", ["x", "", "same"], mode="nearest", nearest_mode=mode,
+                       coordinate_transformation_mode="tf_half_pixel_for_nn"), opset=13)
+    x = np.random.default_rng(30).standard_normal((1, 3, 6, 7)).astype(np.float32)
+    _, got, ref = run_both(m, x)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, x)

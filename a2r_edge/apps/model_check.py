@@ -118,10 +118,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"model {args.model}: {len(ex.graph.nodes)} nodes after load-time folding; "
           f"input {shape}; load {load_s * 1e3:.0f} ms, plan {plan_s * 1e3:.0f} ms")
     if "NHWC" in (layouts.layout, layouts.out_layout):
-        print(f"layout: input {layouts.layout}, output {layouts.out_layout} (as declared); "
-              f"convert adapts it with a Transpose at each end, which the native plan drops "
-              f"against the network's own")
-    multiple = 1 if nhwc else size_multiple(ex.graph)
+        print(f"layout: input {layouts.layout}, output {layouts.out_layout}; convert adapts "
+              f"it with a Transpose at each end, which the native plan drops against the "
+              f"network's own")
+    multiple = size_multiple(ex.graph if not nhwc else NativeExecutor(
+        str(conventions.adapt(Path(args.model), layouts))).graph)   # the NCHW one convert runs
     if multiple > 1:
         print(f"sizes: it plans at multiples of {multiple} only (its downsampling); convert "
               f"pads pictures to them")

@@ -24,11 +24,12 @@ from .conventions import layout_of
 
 MODES = ("resize", "tile")
 
-# size_multiple tries (odd * s)^2 pictures: an odd count of s-pixel blocks is what a network
+# size_multiple tries (k s)^2 pictures, k odd: an odd count of s-pixel blocks is what a network
 # needing a multiple of 2s cannot plan (a halving rounds, and its skip connection no longer
-# matches), and 33 blocks keep the first try clear of any minimum size.
-_ODD_BLOCKS = 33
-_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
+# matches). k is 33 where (33 s) stays within _PROBE_SIDE (clear of a network's minimum size),
+# else the largest odd k that does (the plan of a large picture may exceed A2R_MEMORY_MB).
+_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_PROBE_SIDE = 528
 
 
 def fixed_hw(inputs: list[tuple[str, tuple]]) -> tuple[int, int] | None:
@@ -90,19 +91,22 @@ def run_fitted(run: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
 
 
 def size_multiple(graph) -> int:
-    """The smallest of 1, 2, 4, ..., 64 whose odd multiples ``graph`` (a one-input NCHW
-    network of any H and W) plans at, as (33 s) x (33 s) pictures; 1 when it plans at 33 x 33
-    or at none of them (a size it cannot take then fails with its own error)."""
-    from .specialise import specialise
+    """The smallest of 1, 2, 4, ..., 256 whose odd multiples ``graph`` (a one-input NCHW
+    network of any H and W) plans at, tried on square pictures of at most 528 pixels; 1 when
+    it plans at the first or at none (a size it cannot take then fails with its own error)."""
+    from .specialise import MemoryLimitError, specialise
     if len(graph.inputs) != 1 or fixed_hw(graph.inputs) is not None:
         return 1
     name, dims = graph.inputs[0]
     if len(dims) != 4:
         return 1
     for s in _MULTIPLES:
-        side = _ODD_BLOCKS * s
+        k = min(33, _PROBE_SIDE // s)
+        side = s * max(1, k - (k % 2 == 0))
         try:
             specialise(graph, {name: (dims[0] or 1, dims[1] or 3, side, side)})
+        except MemoryLimitError:
+            return 1   # larger pictures need more: no answer
         except ValueError:
             continue
         return s

@@ -135,8 +135,14 @@ def load_model(model):
         path = os.fspath(model)
         what = f"ONNX model {path!r}"
         why = files.not_a_file(Path(path), "model file (.onnx)")
-        if why is not None:   # a folder or a FIFO is there, not missing
-            error = ModelLoadError if os.path.exists(path) else FileNotFoundError
+        if why is not None:   # FileNotFoundError when nothing is there; ModelLoadError for a
+            error = ModelLoadError   # folder, a FIFO, a path this process may not read
+            try:
+                os.stat(path)
+            except FileNotFoundError:
+                error = FileNotFoundError
+            except OSError:
+                pass
             raise error(f"ONNX model {path!r}: {why}")
         try:
             proto = onnx.load_model(path)
@@ -149,7 +155,7 @@ def load_model(model):
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise ModelLoadError(f"{what} is not a valid ONNX model (onnx.checker): "
+        raise ModelLoadError(f"{what} does not pass onnx.checker: "
                              f"{' '.join(str(exc).split())}") from exc
     if not proto.graph.node:
         raise ModelLoadError(f"{what} has no nodes (empty or truncated graph)")

@@ -193,7 +193,7 @@ def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node
                 readers[read] -= 1
                 readers[src] = readers.get(src, 0) + readers.get(out, 0)
             elif made is not None and readers.get(src) == 1 and readers.get(read) == 1 \
-                    and src not in outs:
+                    and src not in outs and read not in outs:
                 made.outputs[made.outputs.index(src)] = out
                 producer[out] = made
             else:
@@ -645,10 +645,12 @@ def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
     read once (tf.clip_by_value through tf2onnx): one Clip (one pass; fusion may give it to
     the Conv before)."""
     inner_op = "Max" if outer.op == "Min" else "Min"
+    if len(outer.inputs) != 2:   # Min and Max take 1 to n inputs
+        return None
     for k in (0, 1):
         bound, inner = c.scalar(outer.inputs[1 - k]), c.made_by(outer.inputs[k], inner_op)
         if bound is None or inner is None or not c.sole(outer.inputs[k]) \
-                or len(outer.inputs) != 2 or len(inner.inputs) != 2:
+                or len(inner.inputs) != 2:
             continue
         for j in (0, 1):
             other, x = c.scalar(inner.inputs[1 - j]), inner.inputs[j]

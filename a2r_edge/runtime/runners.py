@@ -16,7 +16,8 @@ from typing import Callable
 from ..model import NativeExecutor, UnsupportedOpError
 from ..model import fit as fitting
 from ..model.arena import SharedArena
-from ..model.graph import check_picture_stage
+from ..model.graph import build_graph, check_picture_stage, load_model
+from ..model.specialise import fold
 from .ort import OrtSession, unrunnable_ops
 
 Runner = Callable  # float32 NCHW -> float32 NCHW
@@ -55,11 +56,17 @@ class StageRunners:
     def with_size_multiple(self, model):
         """``model`` (the package of these stages) with the stride its network needs
         (``fit.size_multiple``: a U-Net plans only at multiples of its downsampling) when it is
-        a plain ONNX file, which states none, run natively; else ``model`` itself."""
-        ex = self.executors.get(self.stages[0].name) if len(self.stages) == 1 else None
-        if model.folder is not None or model.stride != 1 or ex is None:
+        a plain ONNX file, which states none; else ``model`` itself. Whatever the backend: the
+        native executor's graph, or the file's read for this."""
+        if model.folder is not None or model.stride != 1 or len(self.stages) != 1:
             return model
-        s = fitting.size_multiple(ex.graph)
+        ex = self.executors.get(self.stages[0].name)
+        try:
+            graph = ex.graph if ex is not None else \
+                fold(build_graph(load_model(str(self.stages[0].params["file"]))))
+        except (ValueError, UnsupportedOpError):   # the runners say it in their own words
+            return model
+        s = fitting.size_multiple(graph)
         return model if s == 1 else dataclasses.replace(model, stride=s)
 
     def backends_of(self, stage: str) -> list[str]:

@@ -131,7 +131,9 @@ def _source_coords(in_size, out_size, scale, p, roi):
     if coord == "asymmetric":
         return xr / s
     if coord == "tf_half_pixel_for_nn":   # tf.image.resize(method="nearest") via tf2onnx
-        return (xr + half) / s
+        # onnxruntime copies a same-size input as it is (the formula would shift a
+        # round-up nearest mode by one pixel)
+        return xr if out_size == in_size else (xr + half) / s
     if coord == "align_corners":   # out_size is exact (fractional in * scale is refused)
         return xr * np.float32(in_size - 1) / np.float32(out_size - 1) if out_size > 1 \
             else np.zeros_like(xr)

@@ -171,8 +171,8 @@ def _tile_build(node, graph, shapes, view, scratch):
     copy (Keras UpSampling2D at a fixed size, tf2onnx's Tile)."""
     x, y = view(node.inputs[0]), view(node.outputs[0])
     reps = _tile_reps(node, x.shape, plan_consts(node, graph))
-    if not y.flags.c_contiguous:   # a concat slice: reshaping it would copy
-        return lambda: np.copyto(y, np.tile(x, reps))
+    if not y.flags.c_contiguous:   # no plan makes one: a reshape would copy, the run be lost
+        raise UnsupportedOpError(node.op, node.name, "an output that is not contiguous")
     yv = y.reshape([v for r, s in zip(reps, x.shape) for v in (r, s)])
     xv = x.reshape([v for s in x.shape for v in (1, s)])
     return lambda: np.copyto(yv, xv)
