@@ -174,13 +174,15 @@ def nhwc_round_trips(extra_reader: bool, undo=(0, 3, 1, 2)):
 def test_transposes_that_undo_each_other_are_dropped(extra_reader):
     """tf2onnx's NHWC -> NCHW pairs, and those conventions.py adds around an NHWC network:
     each second Transpose goes (its readers read the first's input), the first too when only
-    the second read it; the values are onnxruntime's."""
+    the second read it; the values are onnxruntime's. With the NHWC value also read by a
+    Relu, the first Transpose then moves below the Relu and meets the one after it."""
     x = np.random.default_rng(13).standard_normal((1, 3, 7, 5)).astype(np.float32)
     ex, got, ref = run_both(nhwc_round_trips(extra_reader), x)
     p = plan(ex, x.shape)
     ops = [nd.op for nd in p.nodes]
-    assert p.rewrites.transpose_pair == 2
-    assert ops.count("Transpose") == (2 if extra_reader else 0), ops
+    assert (p.rewrites.transpose_pair, p.rewrites.transpose_sunk) == \
+        ((3, 1) if extra_reader else (2, 0))
+    assert "Transpose" not in ops, ops
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -423,3 +425,28 @@ def test_tf_nearest_resize_at_the_same_size_copies(mode):
     _, got, ref = run_both(m, x)
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(got, x)
+
+
+def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
+    """NHWC stretches tf2onnx leaves between NCHW Convs: Conv -> Transpose -> Relu -> Mul by
+    a scalar -> Add of two such branches -> Transpose back -> Conv. Each Transpose moves below
+    the valuewise ops (the Add's two become one) and meets its inverse: none is left, the
+    values are onnxruntime's. A Transpose whose result is also read elsewhere stops there: no
+    more Transposes than the graph had (4)."""
+    for shared in (False, True):
+        b = Builder(np.random.default_rng(31), 3)
+        branches = []
+        for _ in range(2):
+            t = b.node("Transpose", [b.conv("x", 3, 4)], perm=[0, 2, 3, 1])
+            branches.append(b.node("Mul", [b.node("Relu", [t]), b.const(0.5)]))
+        y = b.node("Transpose", [b.node("Add", branches)], perm=[0, 3, 1, 2])
+        y = b.conv(y, 4, 4)
+        if shared:   # the first NHWC Relu read again, as NHWC, by the output
+            y = b.node("Add", [y, b.node("Transpose", [b.node("Sigmoid", [branches[0]])],
+                                         perm=[0, 3, 1, 2])])
+        m = b.model(y)
+        x = np.random.default_rng(32).standard_normal((1, 3, 6, 5)).astype(np.float32)
+        ex, got, ref = run_both(m, x)
+        ops = [nd.op for nd in plan(ex, x.shape).nodes]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        assert ops.count("Transpose") == (4 if shared else 0), ops

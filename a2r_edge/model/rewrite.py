@@ -34,7 +34,9 @@ native side runs.
   producer writes it).
 * A Transpose undoing the Transpose it reads (tf2onnx's NHWC <-> NCHW pairs, and those an NHWC
   network adapted by conventions.py starts and ends with): the second removed, its readers
-  reading the first's input; the first too where nothing else reads its result.
+  reading the first's input; the first too where nothing else reads its result. Then each
+  Transpose read only by a valuewise op moves below it (two of an Add's inputs become one),
+  and those meeting their inverse go too.
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -65,6 +67,7 @@ class Rewrites:
     pad_into_conv: int = 0
     identity_at_size: int = 0
     transpose_pair: int = 0
+    transpose_sunk: int = 0
 
     def items(self):
         return dataclasses.asdict(self).items()
@@ -113,9 +116,14 @@ def rewrite(sp: Specialised) -> Rewrites:
     sp.graph.nodes = [dataclasses.replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
                                           attrs=dict(n.attrs)) for n in sp.graph.nodes]
     count, fused = Rewrites(), {}
+    # pairs first (moving a Transpose could part one), then the moved ones meeting theirs
     sp.graph.nodes = _drop_identities(sp, fused, count)
+    sp.graph.nodes, moved = _sink_transposes(sp, fused, count)
+    if moved:
+        sp.graph.nodes = _drop_identities(sp, fused, count)
     c = _Ctx(sp)
     c.fused.update(fused)
+    c.new += moved
     nodes = sp.graph.nodes
     replaced: dict[int, list[Node]] = {}
     for i in range(len(nodes) - 1, -1, -1):   # from the end: the largest AdaLIN chain first
@@ -209,6 +217,80 @@ def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node
         kept.append(n)
         producer.update((t, n) for t in n.outputs if t)
     return kept
+
+
+# Ops acting on each value alone (their other inputs, if any, scalar constants): a Transpose
+# before them may go after them instead.
+_VALUEWISE = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSigmoid", "HardSwish", "Clip",
+              "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal", "Erf", "Gelu", "Softplus",
+              "Floor", "Ceil", "Identity"}
+_ELEMENTWISE_2 = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max"}
+
+
+def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[list, list]:
+    """(nodes, the Transposes made): each Transpose read only by an op acting on each value
+    (``_VALUEWISE``; or ``_ELEMENTWISE_2`` whose other input is a scalar constant or the same
+    Transpose of a tensor of the same shape) moves below that op, which then reads the
+    Transpose's input: one Transpose fewer for two inputs, none more otherwise, and one that
+    reaches its inverse goes with it (``_drop_identities``). tf2onnx leaves such chains
+    (NHWC Relu, Add, clip between NCHW Convs) where its own optimiser gave up."""
+    outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
+    readers: dict[str, int] = {}
+    for n in sp.graph.nodes:
+        for t in n.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    producer: dict[str, Node] = {}
+    kept, made = [], []
+    for n in sp.graph.nodes:
+        firsts = _transposed_inputs(n, producer, readers, consts, shapes, outs)
+        if not firsts:
+            kept.append(n)
+            producer.update((t, n) for t in n.outputs if t)
+            continue
+        perm = _perm_of(firsts[0], len(shapes[firsts[0].outputs[0]]))
+        source = {f.outputs[0]: f.inputs[0] for f in firsts}
+        y = n.outputs[0]
+        before = f"{y}::before_transpose"
+        n.inputs = [source.get(t, t) for t in n.inputs]
+        n.outputs = [before]
+        shapes[before] = tuple(shapes[y][perm.index(i)] for i in range(len(perm)))
+        sp.dtypes[before] = sp.dtypes.get(y, np.dtype(_F32))
+        after = Node("Transpose", f"{n.name}::transposed", [before], [y], {"perm": perm})
+        for f in firsts:
+            fused[f.name] = f"moved below {n.op} {n.name!r}"
+        kept += [n, after]
+        made.append(after)
+        producer[before], producer[y] = n, after
+        count.transpose_sunk += 1
+    return kept, made
+
+
+def _perm_of(t: Node, rank: int) -> list[int]:
+    perm = t.attrs.get("perm")
+    return [int(v) for v in perm] if perm is not None else list(range(rank))[::-1]
+
+
+def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> list:
+    """The Transposes (one perm) ``n`` may read past, or []: ``_sink_transposes``' rule."""
+    if len(n.outputs) != 1 or not n.outputs[0] or shapes.get(n.outputs[0]) is None:
+        return []
+    if n.op in _VALUEWISE:
+        data, rest = n.inputs[:1], n.inputs[1:]
+    elif n.op in _ELEMENTWISE_2 and len(n.inputs) == 2:
+        data = [t for t in n.inputs if not (t in consts and np.size(consts[t]) == 1)]
+        rest = [t for t in n.inputs if t not in data]
+    else:
+        return []
+    if any(t and not (t in consts and np.size(consts[t]) == 1) for t in rest) or not data:
+        return []
+    firsts = [producer.get(t) for t in data]
+    if any(f is None or f.op != "Transpose" or readers.get(t) != 1 or t in outs
+           or shapes.get(t) != shapes[n.outputs[0]] for f, t in zip(firsts, data)):
+        return []
+    rank = len(shapes[n.outputs[0]])
+    if len({tuple(_perm_of(f, rank)) for f in firsts}) != 1 or len(set(data)) != len(data):
+        return []
+    return firsts
 
 
 def _same_as(n: Node, consts: dict, shapes: dict, producer: dict) -> str | None:
