@@ -316,7 +316,10 @@ class Engine:
                 precision, strict=self.strict, executors=self._stage_runners.executors,
                 stage_names=[s.name for s in self.model.stages], runners=self._forward.runners,
                 convert=self._calibration_convert, calibration=calibration,
-                model_digest=lambda: model_digest(self.model.stages),
+                # the stages and what they are fed (a plain file's --input-range or --mean/--std
+                # moves every int8 range; the stride and margin pad the calibration pictures)
+                model_digest=lambda: model_key(model_digest(self.model.stages), self.model,
+                                               None).hex(),
                 picture_domain=self._picture_domain())
         finally:
             self._cache = cache

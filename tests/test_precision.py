@@ -20,7 +20,7 @@ from a2r_edge.model import precision as prec
 from a2r_edge.model import reference as ref
 from a2r_edge.runtime import cpu
 from a2r_edge.runtime.scheduler import Plan
-from onnx_graphs import random_graph
+from onnx_graphs import random_graph, small_image_net
 from tolerances import GUARD_PSNR_DB
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "astronaut_toon.png"
@@ -104,6 +104,23 @@ def test_each_calibration_set_has_its_own_stored_choices(sample):
               ["act_ranges"] for p in (small, dark, small)]
     assert ranges[0] != ranges[1]
     assert ranges[0] == ranges[2]
+
+
+def test_each_pixel_convention_has_its_own_stored_choices(sample, tmp_path):
+    """The same plain ONNX file fed [0, 1] and then [-1, 1] (convert --input-range): the
+    second calibrates anew (it reused the first one's int8 ranges: 30 dB from fp32 where its
+    own give 58, a user's trial) and a third Engine at [0, 1] again reuses the first's."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    from a2r_edge.model import conventions, package as pkg
+    path = tmp_path / "net.onnx"
+    onnx.save(small_image_net(c1=8, c2=8, blocks=1), str(path))
+    small = cv2.resize(sample, (64, 64), interpolation=cv2.INTER_AREA)
+    models = [pkg.wrap_onnx(path, conventions.from_fields({"input_range": r}, None, None))
+              for r in ("0,1", "-1,1", "0,1")]
+    ranges = [Engine(m, cache_mb=0, precision="int8", calibration=[small]).precisions[
+        "network"]["act_ranges"] for m in models]
+    assert ranges[0] != ranges[1] and ranges[0] == ranges[2]
 
 
 def test_an_engine_with_tiles_calibrates_on_whole_pictures(sample, monkeypatch):
