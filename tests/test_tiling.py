@@ -157,7 +157,8 @@ def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine
     margin = tiling.margin_for(forward.model)
     n_tiles = (len(tiling.spans(392, 256, margin, 4))      # 517x389 padded to 520x392
                * len(tiling.spans(520, 256, margin, 4)))
-    statistics = 9   # a2r_lite: 4 + 4 InstanceNormalization nodes and the AdaIN content
+    statistics = 10   # a2r_lite: 4 + 4 InstanceNormalization nodes, the AdaIN content and the
+    # decoder gate's global mean
     out, total = {}, {}
     for room in (None, 3 << 20, 0):   # None: A2R_MEMORY_MB (1 GiB), all fit
         runs.clear()
@@ -182,8 +183,10 @@ def test_tiles_resume_from_kept_values_and_run_again_when_they_do_not_fit(engine
 @pytest.mark.parametrize("name", ["encoder", "decoder"])
 def test_graph_pieces_chained_are_the_graph(name):
     """whole_stats.pieces run one after another, each passing on what is live at its cut, give
-    the graph's output: with the norms left as they are (bit for bit on onnxruntime), and with
-    each norm fixed to its input's own statistics (the Mul and Add that replace it)."""
+    the graph's output: with the statistic nodes left as they are (to float32 rounding on
+    onnxruntime: it fuses across a cut differently), and with each fixed to its input's own
+    statistics (the Mul and Add that replace a norm, the constant that replaces the gate's
+    mean)."""
     import onnxruntime as ort
     proto = whole_stats.load(ROOT / "a2r_edge" / "models" / "a2r_lite" / f"{name}.onnx")
     session = ort.InferenceSession(proto.SerializeToString())
@@ -192,7 +195,8 @@ def test_graph_pieces_chained_are_the_graph(name):
     x = np.random.default_rng(3).standard_normal((1, channels, 40, 28)).astype(np.float32)
     want = session.run(None, {first.name: x})[0]
     pieces = whole_stats.pieces(proto)
-    assert len(pieces) == 5 and [p.norm is None for p in pieces] == [True] + [False] * 4
+    cuts = 4 if name == "encoder" else 5   # the decoder's gate takes a global mean too
+    assert [p.norm is None for p in pieces] == [True] + [False] * cuts
     for fixed in (False, True):
         values = {first.name: x}
         for piece in pieces:
@@ -208,7 +212,7 @@ def test_graph_pieces_chained_are_the_graph(name):
         if fixed:
             np.testing.assert_allclose(values[pieces[-1].live[0]], want, rtol=1e-4, atol=1e-4)
         else:
-            np.testing.assert_array_equal(values[pieces[-1].live[0]], want)
+            np.testing.assert_allclose(values[pieces[-1].live[0]], want, rtol=1e-6, atol=1e-6)
 
 
 GENERATORS = ROOT / "tests" / "fixtures" / "generators"
@@ -220,7 +224,7 @@ GENERATORS = ROOT / "tests" / "fixtures" / "generators"
     ("ugatit_full", 0, "fixed H x W"),               # exported at 24x24: fit.py's
 ])
 def test_which_instance_norms_tiles_can_fix(name, fixable, why):
-    norms, skipped = whole_stats.instance_norms(whole_stats.load(GENERATORS / f"{name}.onnx"))
+    norms, skipped = whole_stats.statistic_nodes(whole_stats.load(GENERATORS / f"{name}.onnx"))
     assert len(norms) == fixable
     assert (not skipped) if why is None else all(why in w for w in skipped.values())
 
@@ -230,7 +234,7 @@ def test_a_norm_tiles_cannot_fix_is_named_in_a_warning():
     statistics there and say so (it was an IndexError)."""
     eng = Engine(str(GENERATORS / "animeganv2_dynamo.onnx"), cache_mb=0)
     img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
-    with pytest.warns(RuntimeWarning, match="keep each tile's own statistics"):
+    with pytest.warns(RuntimeWarning, match="keep each tile's own"):
         out = eng.convert(img, tile=64)
     assert out.shape == img.shape
 
@@ -242,3 +246,35 @@ def test_a_model_whose_outputs_do_not_scale_with_its_tiles_is_one_clear_error():
     img = cv2.resize(cv2.imread(str(SAMPLE)), (150, 110), interpolation=cv2.INTER_AREA)
     with pytest.raises(ValueError, match="stride"):
         eng.convert(img, tile=64)
+
+
+def squeeze_excite(path, nhwc_mean: bool):
+    """Conv -> x * sigmoid(Conv(mean of x over H, W)) -> Conv: a squeeze-excite block. Its mean
+    NCHW (ReduceMean axes 2, 3: tiles can be given it) or, as tf2onnx leaves it, over axes
+    1, 2 of an NHWC Transpose (they cannot: a warning says so)."""
+    import onnx
+    from onnx_graphs import Builder
+    b = Builder(np.random.default_rng(33), 3)
+    x = b.node("Relu", [b.conv("x", 3, 8)])
+    if nhwc_mean:
+        m = b.node("ReduceMean", [b.node("Transpose", [x], perm=[0, 2, 3, 1])], axes=[1, 2])
+        m = b.node("Transpose", [m], perm=[0, 3, 1, 2])
+    else:
+        m = b.node("ReduceMean", [x], axes=[2, 3])
+    y = b.node("Mul", [x, b.node("Sigmoid", [b.conv(m, 8, 8, k=1)])])
+    onnx.save(b.model(b.node("Tanh", [b.conv(y, 8, 3)])), str(path))
+    return path
+
+
+def test_a_global_mean_is_the_whole_pictures_in_tiles(tmp_path):
+    """A ReduceMean over H and W (a squeeze-excite's, the bundled decoder gate's) is a cut:
+    the tiles get the whole picture's mean and convert as it does whole (each tile's own mean
+    moved the bundled model's output by up to 4 levels on an eval drawing). The same mean
+    taken over NHWC axes cannot be given: the warning names it."""
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (300, 220), interpolation=cv2.INTER_AREA)
+    eng = Engine(str(squeeze_excite(tmp_path / "se.onnx", False)), cache_mb=0)
+    whole, tiled = eng.convert(img).astype(int), eng.convert(img, tile=96).astype(int)
+    assert np.abs(whole - tiled).max() <= 1
+    eng = Engine(str(squeeze_excite(tmp_path / "se_nhwc.onnx", True)), cache_mb=0)
+    with pytest.warns(RuntimeWarning, match="ReduceMean over picture-sized axes"):
+        eng.convert(img, tile=96)

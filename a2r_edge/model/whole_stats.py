@@ -1,13 +1,15 @@
 """Graph pieces for networks that hold statistics of their whole input: InstanceNormalization
-normalises each channel by its mean and variance over the whole picture, so a network run on a
-tile differs from the same network run on the whole picture everywhere, not only near the cut.
+normalises each channel by its mean and variance over the whole picture, and a ReduceMean over
+H and W (a gate's or a squeeze-excite's global pooling, a decomposed norm's mean) averages it,
+so a network run on a tile differs from the same network run on the whole picture everywhere,
+not only near the cut.
 
-Tiled conversion (picture/tiling.py) cuts such a graph before each InstanceNormalization node
-(``pieces``): piece k runs the nodes from norm k up to norm k+1, taking the values live at its
-first cut and giving those live at its last. Between two pieces the tiles' values at the cut give
-norm k+1's whole-picture mean and variance, and piece k+1 then runs with them fixed
-(``piece_graph``: y = x * a + b, a = scale / sqrt(var + epsilon), b = B - mean * a). Each node
-runs once per tile, whatever the number of norms.
+Tiled conversion (picture/tiling.py) cuts such a graph before each of those nodes (``pieces``):
+piece k runs the nodes from the k-th up to the next, taking the values live at its first cut
+and giving those live at its last. Between two pieces the tiles' values at the cut give the
+next node's whole-picture mean and variance, and piece k+1 then runs with them fixed
+(``piece_graph``: a norm becomes y = x * a + b, a = scale / sqrt(var + epsilon), b = B - mean
+* a; a mean becomes that constant). Each node runs once per tile, whatever the number of cuts.
 """
 from __future__ import annotations
 
@@ -20,11 +22,13 @@ from .graph import node_name
 
 @dataclasses.dataclass(frozen=True)
 class Norm:
-    """An InstanceNormalization node of a graph: its position, input tensor and parameters."""
+    """A node of a graph whose result is a statistic of its whole NCHW input: an
+    InstanceNormalization (scale, bias, epsilon) or a ReduceMean over H and W keeping its
+    dimensions (scale None). Its position and input tensor."""
     index: int          # in the graph's node list (topological order)
     input: str
-    scale: np.ndarray   # (C,)
-    bias: np.ndarray    # (C,)
+    scale: np.ndarray | None   # (C,)
+    bias: np.ndarray | None    # (C,)
     epsilon: float
 
 
@@ -34,7 +38,7 @@ class Piece:
     ``start`` (graph inputs or earlier nodes' outputs); outputs: those they make that are read
     at or after ``stop`` or are graph outputs; live: every value live at ``stop`` (the outputs
     and the live values passed through from before ``start``), in graph order. norm: the
-    InstanceNormalization node at ``start`` (its statistics are fixed in ``piece_graph``).
+    statistic node at ``start`` (``statistic_nodes``; fixed in ``piece_graph``).
     types: {input or output: (ONNX element type, rank)}."""
     start: int
     stop: int
@@ -51,12 +55,14 @@ def load(path) -> object:
     return onnx.load(str(path))
 
 
-def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
-    """The graph's InstanceNormalization nodes whose statistics can be fixed, in topological
-    order: scale and B constant (initializers or Constant nodes) and the input NCHW (rank 4, so
-    a tile's core can be cut out of it), in a graph of any input size. And {node name: why not}
-    for the others (e.g. a GroupNorm exported as a reshape to (N, G, C/G*H*W) around the
-    norm). types: ``value_types(proto)`` (computed when not given)."""
+def statistic_nodes(proto, types: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
+    """The graph's nodes whose whole-picture statistics can be fixed, in topological order:
+    InstanceNormalization with scale and B constant (initializers or Constant nodes) and
+    ReduceMean over H and W (``_spatial_mean``), of an NCHW input (rank 4, so a tile's core
+    can be cut out of it), in a graph of any input size. And {node name: why not} for the
+    InstanceNormalization nodes that cannot be (e.g. a GroupNorm exported as a reshape to
+    (N, G, C/G*H*W) around the norm). types: ``value_types(proto)`` (computed when not
+    given)."""
     from onnx import numpy_helper
     types = value_types(proto) if types is None else types
     consts = {t.name: t for t in proto.graph.initializer}
@@ -67,11 +73,14 @@ def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[s
     fixed = any(len(dims) == 4 and dims[2] > 0 and dims[3] > 0 for dims in sizes)
     norms, skipped = [], {}
     for i, node in enumerate(proto.graph.node):
-        if node.op_type != "InstanceNormalization":
+        mean = _spatial_mean(node, types, consts)
+        if not mean and node.op_type != "InstanceNormalization":
             continue
         rank = types.get(node.input[0], (None, None))[1]
         if fixed:   # model/fit.py resizes or tiles a picture to it around the whole graph
             skipped[node.name] = "the graph takes a fixed H x W"
+        elif mean:
+            norms.append(Norm(i, node.input[0], None, None, 0.0))
         elif node.input[1] not in consts or node.input[2] not in consts:
             skipped[node.name] = "its scale or B is computed, not a constant"
         elif rank != 4:
@@ -84,15 +93,110 @@ def instance_norms(proto, types: dict | None = None) -> tuple[list[Norm], dict[s
     return norms, skipped
 
 
+# Ops whose result at a pixel depends on values at other pixels along the axes they reduce or
+# normalise over: (op, the axes of their first input, given its rank and the node).
+def _reduced_axes(node, rank: int, consts: dict) -> list[int] | None:
+    attrs = {a.name: a for a in node.attribute}
+
+    def ints(name, default):
+        return list(attrs[name].ints) if name in attrs else default
+
+    def one(name, default):
+        return int(attrs[name].i) if name in attrs else default
+
+    op = node.op_type
+    if op.startswith("Reduce"):
+        axes = ints("axes", None)
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = consts.get(node.input[1])
+            if axes is None:
+                return None   # computed at run time: cannot tell
+            axes = [int(v) for v in axes.reshape(-1)]
+        if not axes:
+            return [] if one("noop_with_empty_axes", 0) else list(range(rank))
+        return axes
+    if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "GroupNormalization"):
+        return list(range(2, rank))
+    if op == "MeanVarianceNormalization":
+        return ints("axes", [0, 2, 3])
+    if op == "LayerNormalization":
+        return list(range(one("axis", -1) % rank, rank))
+    if op in ("Softmax", "LogSoftmax", "Hardmax"):
+        return [one("axis", -1)]
+    return None
+
+
+def picture_wide_nodes(proto, fixable=()) -> dict[str, str]:
+    """{node name: why} of the nodes that reduce or normalise over an axis whose length
+    follows the picture's size, other than InstanceNormalization (``statistic_nodes``' to
+    judge) and those at the indices ``fixable`` (``statistic_nodes``' Norm.index): statistics
+    of the whole picture that a tile computes over itself alone (tf2onnx's GroupNorm and
+    LayerNorm as NHWC ReduceMean chains, attention over pixels). Found by ONNX shape inference
+    at two input sizes; a node whose input's shape it cannot tell is not listed."""
+    import onnx
+    from onnx import numpy_helper
+    g = proto.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inputs = [vi for vi in g.input if vi.name not in consts]
+    if len(inputs) != 1 or len(inputs[0].type.tensor_type.shape.dim) != 4:
+        return {}
+    shapes = []
+    for h, w in ((64, 80), (96, 112)):
+        m = onnx.ModelProto()
+        m.CopyFrom(proto)
+        dims = next(vi for vi in m.graph.input if vi.name == inputs[0].name)
+        dims = dims.type.tensor_type.shape.dim
+        for d, v in zip(dims, (1, dims[1].dim_value or 3, h, w)):
+            d.Clear()
+            d.dim_value = v
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, data_prop=True).graph
+        except Exception:  # noqa: BLE001  (inference is a hint: nothing listed)
+            return {}
+        shapes.append({vi.name: [d.dim_value if d.HasField("dim_value") else None
+                                 for d in vi.type.tensor_type.shape.dim]
+                       for vi in (*inferred.input, *inferred.value_info, *inferred.output)})
+    found = {}
+    for i, node in enumerate(g.node):
+        if node.op_type == "InstanceNormalization" or not node.input or i in fixable:
+            continue
+        a, b = (s.get(node.input[0]) for s in shapes)
+        if not a or not b or len(a) != len(b) or None in a or None in b:
+            continue
+        axes = _reduced_axes(node, len(a), consts)
+        if axes and any(a[k % len(a)] != b[k % len(b)] for k in axes):
+            found[node_name(node, i)] = f"{node.op_type} over picture-sized axes"
+    return found
+
+
+def _spatial_mean(node, types: dict, consts: dict) -> bool:
+    """A ReduceMean of a rank-4 (NCHW) tensor over axes 2 and 3 exactly, keeping dimensions:
+    its result is the per-channel mean (N, C, 1, 1) that tiles can be given. consts: {name:
+    TensorProto} (the axes input from opset 18)."""
+    from onnx import numpy_helper
+    if node.op_type != "ReduceMean" or types.get(node.input[0], (None, None))[1] != 4:
+        return False
+    attrs = {a.name: a for a in node.attribute}
+    if "keepdims" in attrs and attrs["keepdims"].i == 0:
+        return False
+    if "axes" in attrs:
+        axes = list(attrs["axes"].ints)
+    elif len(node.input) > 1 and node.input[1] in consts:
+        axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
+    else:
+        return False
+    return sorted(int(a) % 4 for a in axes) == [2, 3]
+
+
 def pieces(proto) -> list[Piece]:
-    """``proto``'s nodes cut before each InstanceNormalization node whose statistics can be
-    fixed (``instance_norms``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece when
+    """``proto``'s nodes cut before each node whose statistics can be fixed
+    (``statistic_nodes``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece when
     n1 = 0). The last piece's ``live`` are the graph's outputs."""
     g = proto.graph
     inits = {t.name for t in g.initializer}
     nodes = list(g.node)
     types = value_types(proto)
-    norms = {n.index: n for n in instance_norms(proto, types)[0]}
+    norms = {n.index: n for n in statistic_nodes(proto, types)[0]}
     outputs = [o.name for o in g.output]
     producer = {vi.name: -1 for vi in g.input if vi.name not in inits}   # -1: a graph input
     last_read: dict[str, int] = {}
@@ -124,14 +228,14 @@ def piece_graph(proto, piece: Piece, stats=None):
     """``piece`` of ``proto`` as a model of its own: graph inputs ``piece.inputs``, outputs
     ``piece.outputs``, each node named as in the whole graph (``graph.node_name``: the int8
     ranges and fp32 lists of the stage's executor find its convolutions). stats: (mean,
-    variance) per channel of the InstanceNormalization node it starts with (``piece.norm``),
-    which then becomes Mul and Add by constants; None: the node normalises by its input's own
-    statistics."""
+    variance) per channel of the input of the node it starts with (``piece.norm``): an
+    InstanceNormalization then becomes Mul and Add by constants, a ReduceMean the mean; None:
+    the node takes its input's own statistics."""
     import onnx
     from onnx import helper, numpy_helper
     if stats is not None and piece.norm is None:
-        raise ValueError(f"piece [{piece.start}, {piece.stop}) starts with no "
-                         f"InstanceNormalization node to fix")
+        raise ValueError(f"piece [{piece.start}, {piece.stop}) starts with no statistic node "
+                         f"to fix")
     out = onnx.ModelProto(ir_version=proto.ir_version)   # not a copy of every weight first
     out.opset_import.extend(proto.opset_import)
     out.functions.extend(proto.functions)
@@ -140,7 +244,12 @@ def piece_graph(proto, piece: Piece, stats=None):
     nodes = list(proto.graph.node[piece.start:piece.stop])
     names = [node_name(node, i) for i, node in enumerate(nodes, piece.start)]
     added = []
-    if stats is not None:
+    if stats is not None and piece.norm.scale is None:   # a ReduceMean: its value
+        node, mean = nodes[0], np.asarray(stats[0], np.float32).reshape(1, -1, 1, 1)
+        added = [numpy_helper.from_array(mean, f"{node.output[0]}__fixed_mean")]
+        nodes[:1] = [helper.make_node("Identity", [added[0].name], [node.output[0]])]
+        names[:1] = [f"{names[0]}__fixed"]
+    elif stats is not None:
         n, node = piece.norm, nodes[0]
         mean, var = (np.asarray(v, np.float64).reshape(-1) for v in stats)
         a = n.scale.astype(np.float64) / np.sqrt(var + n.epsilon)

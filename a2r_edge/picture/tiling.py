@@ -37,7 +37,9 @@ work). The runners of pieces no tile needs again are dropped after each pass.
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 import warnings
 
 import numpy as np
@@ -238,14 +240,14 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
     passes.add(lambda values, slot: {_X: slot.bufs["picture"]}, reads_slot=True)
     for j, stage in enumerate(forward.model.stages):
         if stage.kind == "onnx" and whole and forward.variant is not None:
-            graph = whole_stats.load(stage.params["file"])
-            norms, skipped = whole_stats.instance_norms(graph)
+            path = str(stage.params["file"])
+            graph, norms, skipped = _statistics_of(path, os.stat(path).st_mtime_ns)
             if skipped:
                 name, why = next(iter(skipped.items()))
-                warnings.warn(f"stage {stage.name!r}: {len(skipped)} InstanceNormalization "
-                              f"node(s) keep each tile's own statistics (e.g. {name!r}: {why}); "
-                              f"the tiled result differs from an untiled one", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(f"stage {stage.name!r}: {len(skipped)} node(s) taking statistics "
+                              f"of the whole picture keep each tile's own (e.g. {name!r}: "
+                              f"{why}); the tiled result differs from an untiled one",
+                              RuntimeWarning, stacklevel=2)
             if norms:
                 _add_pieces(passes, forward, stage, graph)
                 continue
@@ -257,6 +259,16 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
             return {_X: forward.run_stages(slot, stats, content, start=j, stop=j + 1,
                                            x=values[_X])}
         passes.add(run_stage, reads_slot=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _statistics_of(path: str, mtime_ns: int) -> tuple:
+    """(graph, its statistic nodes tiles can be given, {node: why} of those they cannot) of an
+    ONNX stage file (``whole_stats``), read once per file version."""
+    graph = whole_stats.load(path)
+    norms, skipped = whole_stats.statistic_nodes(graph)
+    skipped.update(whole_stats.picture_wide_nodes(graph, {n.index for n in norms}))
+    return graph, norms, skipped
 
 
 def _add_pieces(passes: _Passes, forward, stage, graph) -> None:
