@@ -167,3 +167,41 @@ def test_a_255_byte_output_name(tmp_path, package):
     p = run_video("--input", src, "--output", tmp_path / name, "--model", package)
     assert p.returncode == 0, p.stderr
     assert frames_in(tmp_path / name) == 2
+
+
+def test_an_upscaler_keeps_its_scale_and_takes_the_convention_flags(tmp_path):
+    """A plain ONNX x2 upscaler (nearest) taking [0, 1] and giving [-1, 1] (--input-range 0,1
+    --output-range -1,1, as convert takes them; without them the video was the source's
+    colours): the video is twice the source's size (its frames were shrunk back to it), each
+    frame what the Engine gives with the same conventions (MJPG: a few levels)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from a2r_edge import Engine
+    from a2r_edge.model import conventions, package as pkg
+    g = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "OH", "OW"])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "up.onnx"))
+    src = tmp_path / "in.avi"   # smooth frames: MJPG keeps them within a few levels
+    wr = cv2.VideoWriter(str(src), cv2.VideoWriter_fourcc(*"MJPG"), 12.0, (64, 48))
+    ramp = np.add.outer(np.arange(48) * 2, np.arange(64) * 3)
+    for k in range(3):
+        wr.write(np.stack([ramp + 20 * k, 255 - ramp, ramp // 2], -1).astype(np.uint8))
+    wr.release()
+    p = run_video("--input", src, "--output", tmp_path / "out.avi", "--model",
+                  tmp_path / "up.onnx", "--input-range", "0,1", "--output-range", "-1,1", "-q")
+    assert p.returncode == 0, p.stderr
+    cap = cv2.VideoCapture(str(tmp_path / "out.avi"))
+    got = next(video.read_frames(cap))
+    cap.release()
+    first = next(video.read_frames(cv2.VideoCapture(str(src))))
+    want = Engine(pkg.wrap_onnx(tmp_path / "up.onnx", conventions.from_fields(
+        {"input_range": "0,1", "output_range": "-1,1"}, None, None)), cache_mb=0).convert(first)
+    default = Engine(str(tmp_path / "up.onnx"), cache_mb=0).convert(first)   # [-1, 1]
+    assert got.shape == (96, 128, 3)
+    assert np.abs(got.astype(int) - want).mean() < 4 < np.abs(got.astype(int) - default).mean()

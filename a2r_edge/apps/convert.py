@@ -100,6 +100,23 @@ def add_parser(sub) -> None:
                         "one as ray.init() does (RAY_ADDRESS, else a new local Ray); put --ray "
                         "after the inputs or write --ray=ADDRESS. Outputs are the same files a "
                         "local run writes")
+    add_convention_options(p)
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a model with a node the native executor cannot run (and a GPU "
+                        "stage that fails) instead of running it on onnxruntime (or the CPU)")
+    p.add_argument("-r", "--recursive", action="store_true",
+                   help="also convert the pictures in subfolders of INPUT folders (the outputs "
+                        "keep the subfolder layout under OUTPUT; symbolic links to folders are "
+                        "not followed)")
+    p.add_argument("--background", type=colour, metavar="COLOUR",
+                   help="for outputs without transparency (.jpg): the colour transparent parts "
+                        "of a BGRA picture are put on, #rrggbb (default: white, with a note)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def add_convention_options(p: argparse.ArgumentParser) -> None:
+    """The pixel-convention flags of a plain ONNX --model, as convert and video take them
+    (read by ``convention_flags``)."""
     g = p.add_argument_group(
         "pixel conventions of a plain ONNX --model (a package states them in its manifest; "
         "default: RGB in [-1, 1] in and out, NCHW unless the network declares NHWC)")
@@ -117,21 +134,10 @@ def add_parser(sub) -> None:
     g.add_argument("--layout", choices=("NCHW", "NHWC"),
                    help="the network's input layout (default: as it declares, NCHW when it "
                         "does not say; NHWC: a TensorFlow/Keras export without "
-                        "--inputs-as-nchw)")
+                        "--inputs-as-nchw)", type=str.upper)
     g.add_argument("--output-layout", choices=("NCHW", "NHWC"),
                    help="the network's output layout (default: as it declares, else as "
-                        "--layout)")
-    p.add_argument("--strict", action="store_true",
-                   help="refuse a model with a node the native executor cannot run (and a GPU "
-                        "stage that fails) instead of running it on onnxruntime (or the CPU)")
-    p.add_argument("-r", "--recursive", action="store_true",
-                   help="also convert the pictures in subfolders of INPUT folders (the outputs "
-                        "keep the subfolder layout under OUTPUT; symbolic links to folders are "
-                        "not followed)")
-    p.add_argument("--background", type=colour, metavar="COLOUR",
-                   help="for outputs without transparency (.jpg): the colour transparent parts "
-                        "of a BGRA picture are put on, #rrggbb (default: white, with a note)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+                        "--layout)", type=str.upper)
 
 
 def _triple(text: str) -> tuple[float, float, float]:
@@ -144,7 +150,7 @@ def _triple(text: str) -> tuple[float, float, float]:
     return values
 
 
-def _conventions(args: argparse.Namespace):
+def convention_flags(args: argparse.Namespace):
     """The pixel conventions the flags give a plain ONNX --model (None: no flag given)."""
     flags = {k: getattr(args, k, None) for k in ("input_range", "mean", "std", "channel_order",
                                                   "output_range", "layout", "output_layout")}
@@ -155,14 +161,22 @@ def _conventions(args: argparse.Namespace):
         raise ValueError("--input-range, --mean/--std, --channel-order, --output-range and the "
                          "layouts apply to a plain ONNX --model file (a package states them in "
                          "its manifest.json)")
-    if (flags["mean"] is None) != (flags["std"] is None) or (
-            flags["mean"] is not None and flags["input_range"] is not None):
-        raise ValueError("give --mean with --std, or --input-range, not both")
+    if (flags["mean"] is None) != (flags["std"] is None):
+        raise ValueError("--mean and --std go together: give both")
+    if flags["mean"] is not None and flags["input_range"] is not None:
+        raise ValueError("give --mean/--std or --input-range, not both")
     fields = {k: v for k, v in flags.items() if v is not None and k not in ("mean", "std")}
     mean, std = flags["mean"] or (0.5,) * 3, flags["std"] or (0.5,) * 3
     if 0.0 in std:
         raise ValueError("--std must not contain 0")
     return conventions.from_fields(fields, mean, std)
+
+
+def package_of(model: str | None, conventions):
+    """The package of --model (None: the bundled one) with ``convention_flags``' conventions
+    applied to a plain ONNX file (None: its defaults)."""
+    from ..model import package as pkg
+    return pkg.resolve(model) if conventions is None else pkg.wrap_onnx(model, conventions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,10 +201,7 @@ class Settings:
 
     def package(self):
         """The model package the Engine runs (conventions applied to a plain ONNX file)."""
-        from ..model import package as pkg
-        if self.conventions is None:
-            return pkg.resolve(self.model)
-        return pkg.wrap_onnx(self.model, self.conventions)
+        return package_of(self.model, self.conventions)
 
     def engine(self):
         from ..engine import Engine
@@ -212,7 +223,7 @@ class Settings:
 def settings(args: argparse.Namespace) -> Settings:
     """The one place the convert flags become ``Settings`` (usage errors: ValueError)."""
     check_style_options(args)
-    return Settings(model=args.model, conventions=_conventions(args), device=args.device,
+    return Settings(model=args.model, conventions=convention_flags(args), device=args.device,
                     roi=args.roi, strict=args.strict, precision=args.precision,
                     style=read_picture(Path(args.style)) if args.style else None,
                     style_colour=args.style_colour, strength=args.strength,

@@ -41,8 +41,8 @@ from ..picture import roi
 from ..picture.io import read_picture
 from ..runtime.files import make_folder, not_a_file
 from . import OneLineParser, one_line_warnings, positive_int
-from .convert import (add_placement_options, add_strength_option, add_style_options,
-                      check_style_options)
+from .convert import (add_convention_options, add_placement_options, add_strength_option,
+                      add_style_options, check_style_options, convention_flags, package_of)
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
                           quiet_stderr, read_frames, same_file)
 
@@ -270,8 +270,9 @@ def parser() -> argparse.ArgumentParser:
     add_placement_options(p)
     p.add_argument("--size", type=_size, metavar="WxH",
                    help="convert at this size (the camera is asked for it; output keeps the "
-                        "source size)")
+                        "source size, times the model's scale)")
     p.add_argument("--model", metavar="PATH", help="model package folder or plain ONNX file")
+    add_convention_options(p)
     add_style_options(p, "frame")
     add_strength_option(p)
     p.add_argument("--smooth", type=_alpha, default=0.8, metavar="ALPHA",
@@ -396,8 +397,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         total = count if count > 0 else None  # a picture read as a video says -2^63: unknown
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
-    engine = Engine(args.model, device=args.device, roi=_smoothed(detector, args.smooth),
-                    precision=args.precision)
+    engine = Engine(package_of(args.model, convention_flags(args)), device=args.device,
+                    roi=_smoothed(detector, args.smooth), precision=args.precision)
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     style = None
     if args.style:
@@ -434,8 +435,10 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         for out in stream:
             frames += 1
             if out_path is not None:
-                if writer is None:
-                    writer = AtomicVideoWriter(out_path, fps, size)
+                if writer is None:   # the source's size times the model's scale
+                    scale = out.shape[1] / (args.size or size)[0]
+                    writer = AtomicVideoWriter(out_path, fps, (round(size[0] * scale),
+                                                               round(size[1] * scale)))
                 writer.write(out)
             if progress is not None:
                 progress.update(frames)
