@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
           f"input {shape}; load {load_s * 1e3:.0f} ms, plan {plan_s * 1e3:.0f} ms")
     if "NHWC" in (layouts.layout, layouts.out_layout):
         print(f"layout: input {layouts.layout}, output {layouts.out_layout}; convert adapts "
-              f"it with a Transpose at each end, which the native plan drops against the "
+              f"it with a Transpose at each NHWC end, which the native plan drops against the "
               f"network's own")
     multiple = size_multiple(ex.graph if not nhwc else NativeExecutor(
         str(conventions.adapt(Path(args.model), layouts))).graph)   # the NCHW one convert runs

@@ -119,9 +119,10 @@ def with_layouts(conv: Conventions, onnx_path) -> Conventions:
     inputs = [vi for vi in g.input if vi.name not in inits]
     declared = [declared_layout(inputs[0]) if len(inputs) == 1 else None,
                 declared_layout(g.output[0]) if g.output else None]
-    for what, stated, found, vi in zip(("layout", "output_layout"), (conv.layout, conv.out_layout),
-                                       declared, (inputs[0] if inputs else None,
-                                                  g.output[0] if g.output else None)):
+    for what, stated, found, vi in zip(("layout (--layout)", "output_layout (--output-layout)"),
+                                       (conv.layout, conv.out_layout), declared,
+                                       (inputs[0] if inputs else None,
+                                        g.output[0] if g.output else None)):
         if stated is not None and found is not None and stated != found:
             dims = [d.dim_value or d.dim_param or "?" for d in vi.type.tensor_type.shape.dim]
             raise ValueError(f"{what} {stated} given, but the network declares {vi.name!r} "
