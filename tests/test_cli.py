@@ -218,3 +218,17 @@ def test_sigkill_leaves_no_partial_output(tmp_path, model):
     p = cli("convert", folder, "-o", out, "--model", model, "--resume", "-q")
     assert p.returncode == 0 and f"skipped {len(finals)} already complete" in p.stdout
     assert len([f for f in os.listdir(out) if not f.startswith(".")]) == n
+
+
+def test_a_slow_engine_start_says_why_once(monkeypatch, capsys):
+    """Building the Engine measures a new model (up to tens of seconds at --precision auto):
+    past SLOW_START_S the command says so on stderr, once; a quick start or -q says nothing."""
+    import time
+
+    from a2r_edge import apps
+    monkeypatch.setattr(apps, "SLOW_START_S", 0.05)
+    for wait, quiet, said in ((0.3, False, 1), (0.0, False, 0), (0.3, True, 0)):
+        with apps.slow_start_note("a2r_edge convert", quiet):
+            time.sleep(wait)
+        time.sleep(0.1)   # a timer left running would print now
+        assert capsys.readouterr().err.count("measuring this model") == said

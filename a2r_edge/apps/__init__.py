@@ -2,8 +2,10 @@
 bench (``python -m a2r_edge.bench``), distributed (``convert --ray``)."""
 
 import argparse
+import contextlib
 import re
 import sys
+import threading
 import warnings
 
 
@@ -28,6 +30,26 @@ class OneLineParser(argparse.ArgumentParser):
         name = self.prog.removeprefix("python -m ")   # "a2r_edge convert", "a2r_edge.video"
         sys.stderr.write(f"{name}: error: {' '.join(message.split())} (--help: usage)\n")
         sys.exit(2)
+
+
+# What a command says when building its Engine takes longer than this: the first use of a
+# model on a machine measures its stages (and, at --precision auto/bf16/int8, its precisions).
+SLOW_START_S = 3.0
+
+
+@contextlib.contextmanager
+def slow_start_note(prog: str, quiet: bool = False):
+    """Inside: one line on stderr once SLOW_START_S have passed (none when it ends sooner or
+    quiet), so that a first run measuring the model does not look hung."""
+    timer = threading.Timer(SLOW_START_S, lambda: sys.stderr.write(
+        f"{prog}: measuring this model on this machine, once (kept for later runs)...\n"))
+    timer.daemon = True
+    if not quiet:
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def positive_int(text: str) -> int:

@@ -30,6 +30,7 @@ import numpy as np
 from ..picture.io import (CONVERT_ERRORS, Result, decode_picture, failure, finish, is_16_bit,
                           loses_alpha, output_complete, read_bytes, read_picture)
 from ..runtime.files import make_folder, not_a_file, stale_temps, write_atomic
+from . import slow_start_note
 
 if TYPE_CHECKING:  # loaded late (model/ pulls in the native kernels)
     from ..model.conventions import Conventions
@@ -384,7 +385,8 @@ def convert_here(opts: Settings, files: list[Path], targets: list[Path],
                  quiet: bool = False) -> Iterator[Result]:
     """This machine's converter: one Engine, the inputs in order. The Engine is built now (its
     errors are usage errors); the pictures are converted as the results are taken."""
-    engine = opts.engine()
+    with slow_start_note("a2r_edge convert", quiet):
+        engine = opts.engine()
     said = set()
 
     def note(kind: str, text: str) -> None:  # each kind of note once per run

@@ -40,7 +40,7 @@ from .. import _settings
 from ..picture import roi
 from ..picture.io import read_picture
 from ..runtime.files import make_folder, not_a_file
-from . import OneLineParser, one_line_warnings, positive_int
+from . import OneLineParser, one_line_warnings, positive_int, slow_start_note
 from .convert import (add_convention_options, add_placement_options, add_strength_option,
                       add_style_options, check_style_options, convention_flags, package_of)
 from .video_files import (CODECS, AtomicVideoWriter, Progress, UsageError, codec_note,
@@ -397,8 +397,9 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         total = count if count > 0 else None  # a picture read as a video says -2^63: unknown
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
-    engine = Engine(package_of(args.model, convention_flags(args)), device=args.device,
-                    roi=_smoothed(detector, args.smooth), precision=args.precision)
+    with slow_start_note("a2r_edge.video", args.quiet):
+        engine = Engine(package_of(args.model, convention_flags(args)), device=args.device,
+                        roi=_smoothed(detector, args.smooth), precision=args.precision)
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     style = None
     if args.style:
