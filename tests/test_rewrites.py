@@ -450,3 +450,19 @@ def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
         ops = [nd.op for nd in plan(ex, x.shape).nodes]
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
         assert ops.count("Transpose") == (4 if shared else 0), ops
+
+
+@pytest.mark.parametrize("perm", [(0, 3, 1, 2), (0, 2, 3, 1), (0, 2, 1, 3)])
+def test_a_large_transpose_copied_in_slices(perm):
+    """Transposes of over 2^18 values are copied slice by slice (model/ops/tensor.py): the
+    same values as numpy's whole transpose."""
+    from onnx import TensorProto, helper
+    shape = (1, 70, 66, 64)
+    g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         [shape[p] for p in perm])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = np.random.default_rng(34).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(NativeExecutor(m).run(x), x.transpose(perm))

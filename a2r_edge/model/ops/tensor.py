@@ -112,8 +112,28 @@ def _perm(node, rank):
     return [p % rank for p in perm]
 
 
-def _transposed(node, x, y):
-    return x.transpose(_perm(node, x.ndim))
+# A Transpose of at least this many elements is copied in slices (_transpose_build).
+_SLICED_TRANSPOSE = 1 << 18
+
+
+def _transpose_build(node, graph, shapes, view, scratch):
+    """y <- x transposed. A large one slice by slice along an axis of y that is neither its
+    last nor x's last (each slice a small 2-D transpose that stays in cache): numpy's one
+    strided copy of an NHWC (1, 516, 516, 64) map to NCHW took 104 ms, its slices 19 ms."""
+    x, y = view(node.inputs[0]), view(node.outputs[0])
+    perm = _perm(node, x.ndim)
+    src = x.transpose(perm)
+    free = [k for k in range(y.ndim - 1) if perm[k] != x.ndim - 1 and y.shape[k] > 1]
+    if y.size < _SLICED_TRANSPOSE or not free:
+        return lambda: np.copyto(y, src)
+    k = max(free, key=lambda a: y.shape[a])
+    pairs = [(y[(slice(None),) * k + (i,)], src[(slice(None),) * k + (i,)])
+             for i in range(y.shape[k])]
+
+    def run():
+        for dst, part in pairs:
+            np.copyto(dst, part)
+    return run
 
 
 def _expand_target(node, x_shape, get):
@@ -314,7 +334,7 @@ register(OpSpec("Constant", _constant_shapes, _not_planned, _constant))
 register(OpSpec("Concat", _concat_shapes, _build_concat, _concat))
 register(OpSpec("DepthToSpace", _d2s_shapes, _build_d2s, _d2s))
 register(OpSpec("Transpose", lambda n, s, g: [tuple(s[0][p] for p in _perm(n, len(s[0])))],
-                copy_build(_transposed),
+                _transpose_build,
                 lambda n, i: [np.ascontiguousarray(i[0].transpose(_perm(n, i[0].ndim)))]))
 register(OpSpec("Expand", lambda n, s, g: [_expand_target(n, s[0], plan_consts(n, g))],
                 copy_build(_expanded),
