@@ -78,11 +78,7 @@ class _Ctx:
         self.sp, self.g = sp, sp.graph
         self.consts, self.shapes = sp.graph.consts, sp.shapes
         self.producer = {t: n for n in self.g.nodes for t in n.outputs if t}
-        self.readers: dict[str, int] = {}
-        for n in self.g.nodes:
-            for t in n.inputs:
-                if t:
-                    self.readers[t] = self.readers.get(t, 0) + 1
+        self.readers = _reader_counts(self.g.nodes)
         self.outs = set(self.g.outputs)
         self.fused: dict[str, str] = {}   # source node -> what it became
         self.new: list[Node] = []         # nodes the rewrites made (placed at the end)
@@ -185,10 +181,7 @@ def _drop_identities(sp: Specialised, fused: dict, count: Rewrites) -> list[Node
     having no other reader; a Transpose left unread is dropped after)."""
     alias: dict[str, str] = {}
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
-    readers: dict[str, int] = {}
-    for n in sp.graph.nodes:
-        for t in n.inputs:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _reader_counts(sp.graph.nodes)
     producer: dict[str, Node] = {}
     kept = []
     for n in sp.graph.nodes:
@@ -235,10 +228,7 @@ def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[lis
     reaches its inverse goes with it (``_drop_identities``). tf2onnx leaves such chains
     (NHWC Relu, Add, clip between NCHW Convs) where its own optimiser gave up."""
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
-    readers: dict[str, int] = {}
-    for n in sp.graph.nodes:
-        for t in n.inputs:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _reader_counts(sp.graph.nodes)
     producer: dict[str, Node] = {}
     kept, made = [], []
     for n in sp.graph.nodes:
@@ -330,12 +320,18 @@ def _copies_whole(n: Node, consts: dict) -> bool:
     return False
 
 
-def _drop_unread(nodes: list[Node], outs: set) -> list[Node]:
+def _reader_counts(nodes: list[Node]) -> dict[str, int]:
+    """{tensor: how many node inputs read it}."""
     readers: dict[str, int] = {}
     for n in nodes:
         for t in n.inputs:
             if t:
                 readers[t] = readers.get(t, 0) + 1
+    return readers
+
+
+def _drop_unread(nodes: list[Node], outs: set) -> list[Node]:
+    readers = _reader_counts(nodes)
     keep = [True] * len(nodes)
     for i in range(len(nodes) - 1, -1, -1):
         n = nodes[i]
