@@ -231,4 +231,4 @@ def test_a_slow_engine_start_says_why_once(monkeypatch, capsys):
         with apps.slow_start_note("a2r_edge convert", quiet):
             time.sleep(wait)
         time.sleep(0.1)   # a timer left running would print now
-        assert capsys.readouterr().err.count("measuring this model") == said
+        assert capsys.readouterr().err.count("still starting") == said

@@ -454,8 +454,8 @@ def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
 
 @pytest.mark.parametrize("perm", [(0, 3, 1, 2), (0, 2, 3, 1), (0, 2, 1, 3)])
 def test_a_large_transpose_copied_in_slices(perm):
-    """Transposes of over 2^18 values are copied slice by slice (model/ops/tensor.py): the
-    same values as numpy's whole transpose."""
+    """Transposes of over 2^18 values moving the last axis are copied slice by slice
+    (model/ops/tensor.py), one keeping it in one copy: numpy's whole transpose's values."""
     from onnx import TensorProto, helper
     shape = (1, 70, 66, 64)
     g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))], "g",
@@ -466,3 +466,20 @@ def test_a_large_transpose_copied_in_slices(perm):
     m.ir_version = 8
     x = np.random.default_rng(34).standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(NativeExecutor(m).run(x), x.transpose(perm))
+
+
+def test_patterns_behind_transposes_that_went_still_match():
+    """tf2onnx's NHWC stretches around a sub-pixel Conv and a clip: once their Transposes go,
+    the DepthToSpace still becomes CRD and Max/Min still one Clip (the dropped Transposes'
+    reads kept the patterns' "read once" tests failing); onnxruntime's values."""
+    x = np.random.default_rng(36).standard_normal((1, 3, 6, 5)).astype(np.float32)
+    b = Builder(np.random.default_rng(37), 3)
+    t = b.node("Relu", [b.node("Transpose", [b.conv("x", 3, 12)], perm=[0, 2, 3, 1])])
+    d2s = b.node("DepthToSpace", [b.node("Transpose", [t], perm=[0, 3, 1, 2])], blocksize=2)
+    t = b.node("Transpose", [b.conv(d2s, 3, 4)], perm=[0, 2, 3, 1])
+    t = b.node("Min", [b.node("Max", [t, b.const(-0.5)]), b.const(0.5)])
+    ex, got, ref = run_both(b.model(b.node("Transpose", [t], perm=[0, 3, 1, 2])), x)
+    p = plan(ex, x.shape)
+    assert (p.rewrites.depth_to_space_crd, p.rewrites.clip_pattern) == (1, 1)
+    assert "Transpose" not in [nd.op for nd in p.nodes]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

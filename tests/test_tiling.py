@@ -278,3 +278,36 @@ def test_a_global_mean_is_the_whole_pictures_in_tiles(tmp_path):
     eng = Engine(str(squeeze_excite(tmp_path / "se_nhwc.onnx", True)), cache_mb=0)
     with pytest.warns(RuntimeWarning, match="ReduceMean over picture-sized axes"):
         eng.convert(img, tile=96)
+
+
+def test_a_statistic_of_the_input_itself_and_opset_18_constant_axes_in_tiles(tmp_path):
+    """Conv(x - ReduceMean(x)) with the mean the graph's first node (it read the picture under
+    a name the tiles did not hold: KeyError), and a mean whose axes come from a Constant node
+    at opset 18 (its int64 value crossed the cut as a float32 input: TypeError): tiled as
+    whole. keepdims=0 is no cut: its mean is named in the warning."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    img = cv2.resize(cv2.imread(str(SAMPLE)), (120, 90), interpolation=cv2.INTER_AREA)
+    w = numpy_helper.from_array(
+        np.random.default_rng(35).standard_normal((3, 3, 3, 3)).astype(np.float32) / 3, "w")
+    for keepdims in (1, 0):
+        nodes = [helper.make_node("Constant", [], ["axes"], value=numpy_helper.from_array(
+                     np.array([2, 3], np.int64))),
+                 helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=keepdims)]
+        if not keepdims:
+            nodes.append(helper.make_node("Unsqueeze", ["m", "axes"], ["m4"]))
+        nodes += [helper.make_node("Sub", ["x", "m4" if not keepdims else "m"], ["d"]),
+                  helper.make_node("Conv", ["d", "w"], ["c"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Tanh", ["c"], ["y"])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, [1, 3, "H", "W"])], [helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, 3, "H", "W"])], [w])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 8
+        onnx.save(m, str(tmp_path / f"centred{keepdims}.onnx"))
+        eng = Engine(str(tmp_path / f"centred{keepdims}.onnx"), cache_mb=0)
+        if keepdims:
+            assert np.abs(eng.convert(img).astype(int) - eng.convert(img, tile=48)).max() <= 1
+        else:
+            with pytest.warns(RuntimeWarning, match="ReduceMean over picture-sized axes"):
+                eng.convert(img, tile=48)

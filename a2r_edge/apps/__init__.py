@@ -42,7 +42,8 @@ def slow_start_note(prog: str, quiet: bool = False):
     """Inside: one line on stderr once SLOW_START_S have passed (none when it ends sooner or
     quiet), so that a first run measuring the model does not look hung."""
     timer = threading.Timer(SLOW_START_S, lambda: sys.stderr.write(
-        f"{prog}: measuring this model on this machine, once (kept for later runs)...\n"))
+        f"{prog}: still starting (the first run of a model on a machine measures it; later "
+        f"runs reuse that)...\n"))
     timer.daemon = True
     if not quiet:
         timer.start()

@@ -128,7 +128,7 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                    help="input mean per channel in [0, 1] units (with --std; instead of "
                         "--input-range), e.g. 0.485,0.456,0.406")
     g.add_argument("--std", type=_triple, metavar="R,G,B", help="input std per channel")
-    g.add_argument("--channel-order", choices=("RGB", "BGR"),
+    g.add_argument("--channel-order", choices=("RGB", "BGR"), type=str.upper,
                    help="the network's channel order, input and output (default RGB)")
     g.add_argument("--output-range", choices=("-1,1", "0,1"), metavar="RANGE",
                    help="the network's output range: -1,1 or 0,1 (default: as its input)")

@@ -368,6 +368,7 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         raise UsageError(f"--size {w}x{h} is {w * h} pixels, more than the limit "
                          f"A2R_MAX_PIXELS={limit}")
     check_style_options(args)
+    model = package_of(args.model, convention_flags(args))   # flag errors before the source
     out_path = check_output(args)
     if args.input is not None and (why := not_a_file(Path(args.input), "video file")):
         raise UsageError(f"{args.input}: {why}")
@@ -398,8 +399,8 @@ def run(args: argparse.Namespace, detector: Callable | None = None,
         size = (first.shape[1], first.shape[0])
         source = itertools.chain([first], read_frames(cap))
     with slow_start_note("a2r_edge.video", args.quiet):
-        engine = Engine(package_of(args.model, convention_flags(args)), device=args.device,
-                        roi=_smoothed(detector, args.smooth), precision=args.precision)
+        engine = Engine(model, device=args.device, roi=_smoothed(detector, args.smooth),
+                        precision=args.precision)
     ema = EmaStats(args.smooth) if args.smooth > 0 and engine.model.stage("adain") else None
     style = None
     if args.style:

@@ -117,6 +117,8 @@ def rewrite(sp: Specialised) -> Rewrites:
     sp.graph.nodes, moved = _sink_transposes(sp, fused, count)
     if moved:
         sp.graph.nodes = _drop_identities(sp, fused, count)
+    if fused:   # the Transposes left unread: their reads would keep the patterns below off
+        sp.graph.nodes = _drop_unread(sp.graph.nodes, set(sp.graph.outputs))
     c = _Ctx(sp)
     c.fused.update(fused)
     c.new += moved
@@ -732,7 +734,8 @@ def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
             continue
         for j in (0, 1):
             other, x = c.scalar(inner.inputs[1 - j]), inner.inputs[j]
-            if other is None or c.shapes.get(x) != c.shapes.get(outer.outputs[0]):
+            if other is None or c.shapes.get(x) != c.shapes.get(outer.outputs[0]) \
+                    or c.sp.dtypes.get(x, np.dtype(_F32)) != np.dtype(_F32):
                 continue
             lo, hi = (other, bound) if outer.op == "Min" else (bound, other)
             if lo > hi:

@@ -55,7 +55,7 @@ class StepThreads:
             if self._kept[n] > RECHECK:   # measure again (no warm-up), keep that choice
                 self._kept[n], self._runs[n], chosen = None, 1, None
                 del self.choice[n]
-        if n == 1 or (chosen is not None and min(chosen) == n):
+        if n == 1 or (chosen is not None and min(chosen, default=n) == n):
             for step in self.steps:
                 step()
         elif chosen is not None:

@@ -55,37 +55,38 @@ def load(path) -> object:
     return onnx.load(str(path))
 
 
-def statistic_nodes(proto, types: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
+def statistic_nodes(proto, types: dict | None = None,
+                    sized: dict | None = None) -> tuple[list[Norm], dict[str, str]]:
     """The graph's nodes whose whole-picture statistics can be fixed, in topological order:
     InstanceNormalization with scale and B constant (initializers or Constant nodes) and
     ReduceMean over H and W (``_spatial_mean``), of an NCHW input (rank 4, so a tile's core
     can be cut out of it), in a graph of any input size. And {node name: why not} for the
     InstanceNormalization nodes that cannot be (e.g. a GroupNorm exported as a reshape to
-    (N, G, C/G*H*W) around the norm). types: ``value_types(proto)`` (computed when not
-    given)."""
+    (N, G, C/G*H*W) around the norm). types: ``value_types(proto)``, sized:
+    ``picture_sized(proto)`` (each computed when not given)."""
     from onnx import numpy_helper
     types = value_types(proto) if types is None else types
-    consts = {t.name: t for t in proto.graph.initializer}
-    consts.update((node.output[0], a.t) for node in proto.graph.node
-                  if node.op_type == "Constant" for a in node.attribute if a.name == "value")
+    consts = constants(proto)
+    sized = picture_sized(proto) if sized is None else sized
     sizes = [[d.dim_value for d in vi.type.tensor_type.shape.dim]
              for vi in proto.graph.input if vi.name not in consts]
     fixed = any(len(dims) == 4 and dims[2] > 0 and dims[3] > 0 for dims in sizes)
     norms, skipped = [], {}
     for i, node in enumerate(proto.graph.node):
-        mean = _spatial_mean(node, types, consts)
+        mean = _spatial_mean(node, sized, consts)
         if not mean and node.op_type != "InstanceNormalization":
             continue
         rank = types.get(node.input[0], (None, None))[1]
+        name = node_name(node, i)
         if fixed:   # model/fit.py resizes or tiles a picture to it around the whole graph
-            skipped[node.name] = "the graph takes a fixed H x W"
+            skipped[name] = "the graph takes a fixed H x W"
         elif mean:
             norms.append(Norm(i, node.input[0], None, None, 0.0))
         elif node.input[1] not in consts or node.input[2] not in consts:
-            skipped[node.name] = "its scale or B is computed, not a constant"
+            skipped[name] = "its scale or B is computed, not a constant"
         elif rank != 4:
-            skipped[node.name] = (f"it normalises a tensor of rank {rank}, not an NCHW picture"
-                                  if rank is not None else "its input's rank is unknown")
+            skipped[name] = (f"it normalises a tensor of rank {rank}, not an NCHW picture"
+                             if rank is not None else "its input's rank is unknown")
         else:
             eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
             norms.append(Norm(i, node.input[0], numpy_helper.to_array(consts[node.input[1]]),
@@ -126,17 +127,21 @@ def _reduced_axes(node, rank: int, consts: dict) -> list[int] | None:
     return None
 
 
-def picture_wide_nodes(proto, fixable=()) -> dict[str, str]:
-    """{node name: why} of the nodes that reduce or normalise over an axis whose length
-    follows the picture's size, other than InstanceNormalization (``statistic_nodes``' to
-    judge) and those at the indices ``fixable`` (``statistic_nodes``' Norm.index): statistics
-    of the whole picture that a tile computes over itself alone (tf2onnx's GroupNorm and
-    LayerNorm as NHWC ReduceMean chains, attention over pixels). Found by ONNX shape inference
-    at two input sizes; a node whose input's shape it cannot tell is not listed."""
+def constants(proto) -> dict:
+    """{name: TensorProto} of the graph's initializers and Constant nodes' values."""
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update((node.output[0], a.t) for node in proto.graph.node
+                  if node.op_type == "Constant" for a in node.attribute if a.name == "value")
+    return consts
+
+
+def picture_sized(proto) -> dict[str, list[bool]]:
+    """{value: per axis, whether its length follows the picture's} of every value whose shape
+    ONNX shape inference tells at two input sizes (64 x 80 and 96 x 112) of the graph's one
+    NCHW input; {} when it cannot."""
     import onnx
-    from onnx import numpy_helper
     g = proto.graph
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = constants(proto)
     inputs = [vi for vi in g.input if vi.name not in consts]
     if len(inputs) != 1 or len(inputs[0].type.tensor_type.shape.dim) != 4:
         return {}
@@ -151,30 +156,46 @@ def picture_wide_nodes(proto, fixable=()) -> dict[str, str]:
             d.dim_value = v
         try:
             inferred = onnx.shape_inference.infer_shapes(m, data_prop=True).graph
-        except Exception:  # noqa: BLE001  (inference is a hint: nothing listed)
+        except Exception:  # noqa: BLE001  (inference is a hint: nothing known)
             return {}
         shapes.append({vi.name: [d.dim_value if d.HasField("dim_value") else None
                                  for d in vi.type.tensor_type.shape.dim]
                        for vi in (*inferred.input, *inferred.value_info, *inferred.output)})
+    return {t: [x != y for x, y in zip(a, shapes[1][t])] for t, a in shapes[0].items()
+            if t in shapes[1] and len(a) == len(shapes[1][t]) and None not in a
+            and None not in shapes[1][t]}
+
+
+def picture_wide_nodes(proto, fixable=(), sized: dict | None = None) -> dict[str, str]:
+    """{node name: why} of the nodes that reduce or normalise over an axis whose length
+    follows the picture's size (``picture_sized``), other than InstanceNormalization
+    (``statistic_nodes``' to judge) and those at the indices ``fixable`` (``statistic_nodes``'
+    Norm.index): statistics of the whole picture that a tile computes over itself alone
+    (tf2onnx's GroupNorm and LayerNorm as NHWC ReduceMean chains, attention over pixels). A
+    node whose input's shape inference cannot tell is not listed. sized: ``picture_sized``
+    (computed when not given)."""
+    from onnx import numpy_helper
+    consts = {k: numpy_helper.to_array(v) for k, v in constants(proto).items()}
+    sized = picture_sized(proto) if sized is None else sized
     found = {}
-    for i, node in enumerate(g.node):
+    for i, node in enumerate(proto.graph.node):
         if node.op_type == "InstanceNormalization" or not node.input or i in fixable:
             continue
-        a, b = (s.get(node.input[0]) for s in shapes)
-        if not a or not b or len(a) != len(b) or None in a or None in b:
-            continue
-        axes = _reduced_axes(node, len(a), consts)
-        if axes and any(a[k % len(a)] != b[k % len(b)] for k in axes):
+        follows = sized.get(node.input[0])
+        axes = _reduced_axes(node, len(follows), consts) if follows else None
+        if axes and any(follows[k % len(follows)] for k in axes):
             found[node_name(node, i)] = f"{node.op_type} over picture-sized axes"
     return found
 
 
-def _spatial_mean(node, types: dict, consts: dict) -> bool:
-    """A ReduceMean of a rank-4 (NCHW) tensor over axes 2 and 3 exactly, keeping dimensions:
-    its result is the per-channel mean (N, C, 1, 1) that tiles can be given. consts: {name:
-    TensorProto} (the axes input from opset 18)."""
+def _spatial_mean(node, sized: dict, consts: dict) -> bool:
+    """A ReduceMean over axes 2 and 3 exactly, keeping dimensions, of a rank-4 tensor whose
+    axes 2 and 3 follow the picture's size and 0 and 1 do not (an NCHW map, ``picture_sized``;
+    not an NHWC one or attention's (N, heads, pixels, d)): its result is the per-channel mean
+    (N, C, 1, 1) that tiles can be given. consts: ``constants`` (the axes input from opset
+    18)."""
     from onnx import numpy_helper
-    if node.op_type != "ReduceMean" or types.get(node.input[0], (None, None))[1] != 4:
+    if node.op_type != "ReduceMean" or sized.get(node.input[0]) != [False, False, True, True]:
         return False
     attrs = {a.name: a for a in node.attribute}
     if "keepdims" in attrs and attrs["keepdims"].i == 0:
@@ -188,15 +209,17 @@ def _spatial_mean(node, types: dict, consts: dict) -> bool:
     return sorted(int(a) % 4 for a in axes) == [2, 3]
 
 
-def pieces(proto) -> list[Piece]:
-    """``proto``'s nodes cut before each node whose statistics can be fixed
-    (``statistic_nodes``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece when
-    n1 = 0). The last piece's ``live`` are the graph's outputs."""
+def pieces(proto, norms: list[Norm] | None = None) -> list[Piece]:
+    """``proto``'s nodes cut before each node whose statistics can be fixed (``norms``,
+    default ``statistic_nodes``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece
+    when n1 = 0). The last piece's ``live`` are the graph's outputs. Constants (initializers,
+    Constant nodes' values) never cross a cut: each piece holds those it reads."""
     g = proto.graph
-    inits = {t.name for t in g.initializer}
+    inits = set(constants(proto))
     nodes = list(g.node)
     types = value_types(proto)
-    norms = {n.index: n for n in statistic_nodes(proto, types)[0]}
+    norms = {n.index: n for n in (statistic_nodes(proto, types)[0] if norms is None
+                                  else norms)}
     outputs = [o.name for o in g.output]
     producer = {vi.name: -1 for vi in g.input if vi.name not in inits}   # -1: a graph input
     last_read: dict[str, int] = {}
@@ -204,7 +227,7 @@ def pieces(proto) -> list[Piece]:
         for t in node.input:
             if t in producer:
                 last_read[t] = i
-        producer.update((t, i) for t in node.output if t)
+        producer.update((t, i) for t in node.output if t and t not in inits)
     for t in outputs:
         last_read[t] = len(nodes)
 
@@ -264,7 +287,12 @@ def piece_graph(proto, piece: Piece, stats=None):
     g.node.extend(nodes)   # copies: named here, the source graph's nodes left as they are
     for node, name in zip(g.node, names):
         node.name = name
-    g.initializer.extend([t for t in proto.graph.initializer if t.name in used] + added)
+    made = {t for node in nodes for t in node.output}
+    for name, t in constants(proto).items():   # a Constant node's value: named as its output
+        if name in used and name not in made:
+            g.initializer.append(t)
+            g.initializer[-1].name = name
+    g.initializer.extend(added)
     for field, names in ((g.input, piece.inputs), (g.output, piece.outputs)):
         field.extend(helper.make_tensor_value_info(
             t, piece.types[t][0], [f"{t}_{i}" for i in range(piece.types[t][1])]) for t in names)

@@ -27,8 +27,9 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     convert: picture -> converted picture through those runners (nothing cached);
     calibration: a non-empty list of uint8 BGR pictures or None
     (precision.calibration_pictures);
-    model_digest: () -> the stages' digest naming the stored choices, with the calibration
-    pictures' own (asked only when calibrating); picture_domain:
+    model_digest: () -> the model's digest naming the stored choices (its stages and what they
+    are fed: cache.model_key), with the calibration pictures' own (asked only when
+    calibrating); picture_domain:
     (lo, hi) of the normalised picture the first stage reads, which its int8 ranges cover
     whatever the calibration pictures span (model.precision.within_domain). bf16 or int8 where
     no stage runs natively falls back to fp32 with one warning (strict: ValueError); "auto"

@@ -9,7 +9,8 @@ Then:
 
 1. Whole-picture statistics, gathered tile by tile: a network that normalises by statistics of
    its whole input (InstanceNormalization: the bundled a2r_lite has four in the encoder and four
-   in the decoder) would normalise each tile by the tile's own and differ everywhere, not only
+   in the decoder; a ReduceMean over H and W: its decoder's gate has one) would normalise each
+   tile by the tile's own and differ everywhere, not only
    at seams (a2r_lite, 517x389, tile=256: 2.3 grey levels on average, up to 35). So, in graph
    order, each such node's input and the AdaIN stage's input are reduced over every tile's
    *core* only (every value counted once, none near an artificial tile edge), the per-tile
@@ -235,13 +236,16 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
     """The model's stages as ``passes``' steps. whole: each statistic the network takes over
     its whole input is gathered over the whole picture (``_Passes.gather``) and fixed in the
     steps after it: the AdaIN stage's content (mean, std), and, with ``forward.variant``, each
-    InstanceNormalization node's mean and variance (its graph then runs in pieces,
-    ``_add_pieces``). Otherwise each tile runs the stages as a picture of its own."""
+    InstanceNormalization node's mean and variance and each spatial ReduceMean's mean (its
+    graph then runs in pieces, ``_add_pieces``). Otherwise each tile runs the stages as a
+    picture of its own."""
     passes.add(lambda values, slot: {_X: slot.bufs["picture"]}, reads_slot=True)
     for j, stage in enumerate(forward.model.stages):
         if stage.kind == "onnx" and whole and forward.variant is not None:
             path = str(stage.params["file"])
-            graph, norms, skipped = _statistics_of(path, os.stat(path).st_mtime_ns)
+            st = os.stat(path)
+            norms, pieces, skipped = _statistics_of(path, (st.st_ino, st.st_size,
+                                                           st.st_mtime_ns))
             if skipped:
                 name, why = next(iter(skipped.items()))
                 warnings.warn(f"stage {stage.name!r}: {len(skipped)} node(s) taking statistics "
@@ -249,7 +253,7 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
                               f"{why}); the tiled result differs from an untiled one",
                               RuntimeWarning, stacklevel=2)
             if norms:
-                _add_pieces(passes, forward, stage, graph)
+                _add_pieces(passes, forward, stage, whole_stats.load(path), pieces)
                 continue
         content = None
         if stage.kind == "adain" and whole:
@@ -262,28 +266,31 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def _statistics_of(path: str, mtime_ns: int) -> tuple:
-    """(graph, its statistic nodes tiles can be given, {node: why} of those they cannot) of an
-    ONNX stage file (``whole_stats``), read once per file version."""
+def _statistics_of(path: str, version: tuple) -> tuple:
+    """(the statistic nodes tiles can be given, the pieces they cut the graph into, {node:
+    why} of the statistics they cannot be given) of an ONNX stage file (``whole_stats``; shape
+    inference at two sizes), once per file version (inode, size, mtime)."""
     graph = whole_stats.load(path)
-    norms, skipped = whole_stats.statistic_nodes(graph)
-    skipped.update(whole_stats.picture_wide_nodes(graph, {n.index for n in norms}))
-    return graph, norms, skipped
+    sized = whole_stats.picture_sized(graph)
+    norms, skipped = whole_stats.statistic_nodes(graph, sized=sized)
+    skipped.update(whole_stats.picture_wide_nodes(graph, {n.index for n in norms}, sized))
+    return norms, whole_stats.pieces(graph, norms) if norms else [], skipped
 
 
-def _add_pieces(passes: _Passes, forward, stage, graph) -> None:
-    """ONNX ``stage`` (its graph ``graph``) as one step per piece (``whole_stats.pieces``: cut
-    before each InstanceNormalization node), each piece run with the whole-picture statistics of
-    the node it starts with, gathered from the tiles' values at that cut, on the stage's backend
-    at the stage's precision (``forward.variant``: ``StageRunners.variant``)."""
-    inits = {t.name for t in graph.graph.initializer}
+def _add_pieces(passes: _Passes, forward, stage, graph, pieces) -> None:
+    """ONNX ``stage`` (its graph ``graph``, cut in ``pieces``: ``whole_stats.pieces``, before
+    each node taking a statistic of the whole picture) as one step per piece, each piece run
+    with the whole-picture statistics of the node it starts with, gathered from the tiles'
+    values at that cut, on the stage's backend at the stage's precision (``forward.variant``:
+    ``StageRunners.variant``)."""
+    inits = set(whole_stats.constants(graph))
     name_in = next(vi.name for vi in graph.graph.input if vi.name not in inits)
     name_out = graph.graph.output[0].name
-    pieces = whole_stats.pieces(graph)
     for piece in pieces:
         fixed = None
-        if piece.norm is not None:
-            n, mean, m2 = merge_moments(passes.gather(piece.norm.input))
+        if piece.norm is not None:   # before the first piece the input is the picture, _X
+            at = _X if piece.start == 0 else piece.norm.input
+            n, mean, m2 = merge_moments(passes.gather(at))
             fixed = (mean, m2 / n)
         run = forward.variant(stage, whole_stats.piece_graph(graph, piece, fixed))
         last = piece is pieces[-1]
