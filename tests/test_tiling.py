@@ -248,17 +248,20 @@ def test_a_model_whose_outputs_do_not_scale_with_its_tiles_is_one_clear_error():
         eng.convert(img, tile=64)
 
 
-def squeeze_excite(path, nhwc_mean: bool):
+def squeeze_excite(path, mean: str):
     """Conv -> x * sigmoid(Conv(mean of x over H, W)) -> Conv: a squeeze-excite block. Its mean
-    NCHW (ReduceMean axes 2, 3: tiles can be given it) or, as tf2onnx leaves it, over axes
-    1, 2 of an NHWC Transpose (they cannot: a warning says so)."""
+    NCHW ("reduce": ReduceMean axes 2, 3; "pool": GlobalAveragePool, torch's
+    AdaptiveAvgPool2d(1); tiles can be given both) or ("nhwc"), as tf2onnx leaves it, over
+    axes 1, 2 of an NHWC Transpose (they cannot: a warning says so)."""
     import onnx
     from onnx_graphs import Builder
     b = Builder(np.random.default_rng(33), 3)
     x = b.node("Relu", [b.conv("x", 3, 8)])
-    if nhwc_mean:
+    if mean == "nhwc":
         m = b.node("ReduceMean", [b.node("Transpose", [x], perm=[0, 2, 3, 1])], axes=[1, 2])
         m = b.node("Transpose", [m], perm=[0, 3, 1, 2])
+    elif mean == "pool":
+        m = b.node("GlobalAveragePool", [x])
     else:
         m = b.node("ReduceMean", [x], axes=[2, 3])
     y = b.node("Mul", [x, b.node("Sigmoid", [b.conv(m, 8, 8, k=1)])])
@@ -272,10 +275,11 @@ def test_a_global_mean_is_the_whole_pictures_in_tiles(tmp_path):
     moved the bundled model's output by up to 4 levels on an eval drawing). The same mean
     taken over NHWC axes cannot be given: the warning names it."""
     img = cv2.resize(cv2.imread(str(SAMPLE)), (300, 220), interpolation=cv2.INTER_AREA)
-    eng = Engine(str(squeeze_excite(tmp_path / "se.onnx", False)), cache_mb=0)
-    whole, tiled = eng.convert(img).astype(int), eng.convert(img, tile=96).astype(int)
-    assert np.abs(whole - tiled).max() <= 1
-    eng = Engine(str(squeeze_excite(tmp_path / "se_nhwc.onnx", True)), cache_mb=0)
+    for mean in ("reduce", "pool"):
+        eng = Engine(str(squeeze_excite(tmp_path / f"se_{mean}.onnx", mean)), cache_mb=0)
+        whole, tiled = eng.convert(img).astype(int), eng.convert(img, tile=96).astype(int)
+        assert np.abs(whole - tiled).max() <= 1, mean
+    eng = Engine(str(squeeze_excite(tmp_path / "se_nhwc.onnx", "nhwc")), cache_mb=0)
     with pytest.warns(RuntimeWarning, match="ReduceMean over picture-sized axes"):
         eng.convert(img, tile=96)
 

@@ -189,14 +189,17 @@ def picture_wide_nodes(proto, fixable=(), sized: dict | None = None) -> dict[str
 
 
 def _spatial_mean(node, sized: dict, consts: dict) -> bool:
-    """A ReduceMean over axes 2 and 3 exactly, keeping dimensions, of a rank-4 tensor whose
-    axes 2 and 3 follow the picture's size and 0 and 1 do not (an NCHW map, ``picture_sized``;
-    not an NHWC one or attention's (N, heads, pixels, d)): its result is the per-channel mean
-    (N, C, 1, 1) that tiles can be given. consts: ``constants`` (the axes input from opset
-    18)."""
+    """A GlobalAveragePool, or a ReduceMean over axes 2 and 3 exactly keeping dimensions, of a
+    rank-4 tensor whose axes 2 and 3 follow the picture's size and 0 and 1 do not (an NCHW
+    map, ``picture_sized``; not an NHWC one or attention's (N, heads, pixels, d)): its result
+    is the per-channel mean (N, C, 1, 1) that tiles can be given. consts: ``constants`` (the
+    axes input from opset 18)."""
     from onnx import numpy_helper
-    if node.op_type != "ReduceMean" or sized.get(node.input[0]) != [False, False, True, True]:
+    if node.op_type not in ("ReduceMean", "GlobalAveragePool") \
+            or sized.get(node.input[0]) != [False, False, True, True]:
         return False
+    if node.op_type == "GlobalAveragePool":   # torch's AdaptiveAvgPool2d(1): the same mean
+        return True
     attrs = {a.name: a for a in node.attribute}
     if "keepdims" in attrs and attrs["keepdims"].i == 0:
         return False
