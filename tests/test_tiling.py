@@ -315,3 +315,16 @@ def test_a_statistic_of_the_input_itself_and_opset_18_constant_axes_in_tiles(tmp
         else:
             with pytest.warns(RuntimeWarning, match="ReduceMean over picture-sized axes"):
                 eng.convert(img, tile=48)
+
+
+def test_a_memory_limit_too_small_even_for_tiles_says_so(monkeypatch):
+    """At A2R_MEMORY_MB=4 the bundled model does not fit even its smallest tiles: one error
+    saying so and what to do (it read "convert in tiles or raise A2R_MEMORY_MB", naming a tile
+    shape, while it was converting in tiles)."""
+    from a2r_edge.model.specialise import MemoryLimitError
+    eng = Engine(cache_mb=0)
+    monkeypatch.setenv("A2R_MEMORY_MB", "4")
+    img = cv2.imread(str(SAMPLE))
+    with pytest.raises(MemoryLimitError, match=r"even in tiles of \d+ pixels .* raise "
+                                               r"A2R_MEMORY_MB"):
+        eng.convert(img)

@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import _settings, ops
 from ..model import whole_stats
+from ..model.specialise import MemoryLimitError
 from . import stages
 from .forward import Slot, check_finite, finish_layout, output_window, pad_to_stride
 
@@ -136,6 +137,23 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
     if keep_bytes is None:
         keep_bytes = _settings.get("A2R_MEMORY_MB") << 20
     passes = _Passes(forward, bgr, [(r, c) for r in rows for c in cols], keep_bytes)
+    try:
+        acc = _run_tiles(forward, passes, stats, hp, wp, band, model)
+    except (MemoryLimitError, MemoryError) as exc:   # the plans' words name tile shapes
+        if "A2R_MEMORY_MB" not in str(exc):   # the machine's own memory: not the setting
+            raise
+        raise MemoryLimitError(
+            f"even in tiles of {tile} pixels (plus {margin} on each side) model "
+            f"{model.name!r} needs more than A2R_MEMORY_MB={_settings.get('A2R_MEMORY_MB')} "
+            f"MiB: raise A2R_MEMORY_MB ({' '.join(str(exc).split())})") from exc
+    check_finite(acc, model.name)
+    out = ops.postprocess(acc, model.mean, model.std)
+    oy, ox, oh, ow = output_window(h, w, s, model.border_margin, *acc.shape[2:])
+    return finish_layout(img, out[oy:oy + oh, ox:ox + ow])
+
+
+def _run_tiles(forward, passes, stats, hp: int, wp: int, band: float, model) -> np.ndarray:
+    """The tiles through every pass, their outputs feathered into one (1, 3, H', W') sum."""
     with forward.lock:
         _add_stages(passes, forward, stats, whole=len(passes.tiles) > 1)
         acc = None
@@ -149,17 +167,14 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
                 raise ValueError(f"model {model.name!r} returned {y.shape[2]}x{y.shape[3]} for "
                                  f"a tile of {r[3] - r[2]}x{c[3] - c[2]}: tiles need outputs "
                                  f"of one scale of their size (is its stride larger than the "
-                                 f"declared {s}?)")
+                                 f"declared {model.stride}?)")
             wy = feather(r, hp, band, scale, y.shape[2])
             wx = feather(c, wp, band, scale, y.shape[3])
             oy, ox = round(r[2] * scale), round(c[2] * scale)
             y *= wy[:, None]  # the last step's own buffer (or a kept value no longer needed)
             y *= wx
             acc[:, :, oy:oy + y.shape[2], ox:ox + y.shape[3]] += y
-    check_finite(acc, model.name)
-    out = ops.postprocess(acc, model.mean, model.std)
-    oy, ox, oh, ow = output_window(h, w, s, model.border_margin, *acc.shape[2:])
-    return finish_layout(img, out[oy:oy + oh, ox:ox + ow])
+    return acc
 
 
 # The key of the tensor between two stages in a tile's values (ONNX names are never empty).
