@@ -54,6 +54,9 @@ cdef extern from "a2r_kernels.h" nogil:
     void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
                      int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                      int64_t oh, int64_t ow, float *y) noexcept
+    void a2r_avgpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                     int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                     int64_t oh, int64_t ow, const float *count, float *y) noexcept
     void a2r_im2col(const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                     int64_t dil_h, int64_t dil_w, float *out) noexcept
@@ -197,6 +200,15 @@ def maxpool(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t kh, in
             int64_t ow, float[::1] y):
     with nogil:
         a2r_maxpool(&x[0], nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, &y[0])
+
+
+def avgpool(const float[::1] x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh,
+            int64_t ow, const float[::1] count, float[::1] y):
+    if count.shape[0] != oh * ow:
+        raise ValueError(f"count must hold oh * ow = {oh * ow} values, got {count.shape[0]}")
+    with nogil:
+        a2r_avgpool(&x[0], nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, &count[0], &y[0])
 
 
 PAD2D_MODES = {"constant": A2R_PAD_CONSTANT, "reflect": A2R_PAD_REFLECT, "edge": A2R_PAD_EDGE}

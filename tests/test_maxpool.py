@@ -1,5 +1,6 @@
-"""MaxPool on the native a2r_maxpool kernel against the numpy window reference, at each ISA
-level x thread count, odd and tail sizes, strides, pads, dilations, ceil_mode."""
+"""MaxPool and AveragePool on the native a2r_maxpool and a2r_avgpool kernels against the numpy
+window reference, at each ISA level x thread count, odd and tail sizes, strides, pads,
+dilations, ceil_mode, count_include_pad."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -30,3 +31,30 @@ def test_matches_reference(native, rng, attrs, hw):
             NativeExecutor(m, strict=True).run(data)
         return
     np.testing.assert_array_equal(NativeExecutor(m, strict=True).run(data), want)
+
+
+AVG_POOLS = POOLS + [dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+                     dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                          count_include_pad=1)]
+
+
+@pytest.mark.parametrize("attrs", AVG_POOLS, ids=str)
+@pytest.mark.parametrize("hw", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_average_pool_matches_reference(native, rng, attrs, hw):
+    """AveragePool on the native a2r_avgpool kernel (it ran one numpy add per tap over a
+    padded copy): the float64 reference's values to float32 rounding, pads counted or not."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, "h", "w"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "oh", "ow"])
+    g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g", [x],
+                          [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    data = rng.standard_normal((2, 3) + hw).astype(np.float32)
+    try:
+        (want,) = ops.spec("AveragePool").reference(
+            Node("AveragePool", "p", ["x"], ["y"], attrs), [data])
+    except ValueError:
+        with pytest.raises(ValueError):
+            NativeExecutor(m, strict=True).run(data)
+        return
+    ex = NativeExecutor(m, strict=True)
+    np.testing.assert_allclose(ex.run(data), want, rtol=2e-6, atol=2e-6)

@@ -164,7 +164,12 @@
       (const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,     \
        int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,       \
        float *y),                                                                               \
-      (x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, y))
+      (x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, y))                                \
+    K(a, void, a2r_avgpool,                                                                     \
+      (const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,     \
+       int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,       \
+       const float *count, float *y),                                                           \
+      (x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, count, y))
 
 #define A2R_OPS_pad2d(K, a)                                                                     \
     K(a, void, a2r_pad2d,                                                                       \

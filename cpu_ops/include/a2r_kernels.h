@@ -116,6 +116,13 @@ void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, i
                  int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                  int64_t oh, int64_t ow, float *y);
 
+/* avgpool: 2-D average pooling, the same geometry: y[i, j] = (sum of the taps inside the
+ * input) / count[i*ow + j], count > 0 per output pixel (ONNX AveragePool: the taps inside, or
+ * with count_include_pad the pads too; the caller computes it once per plan). */
+void a2r_avgpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                 int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                 int64_t oh, int64_t ow, const float *count, float *y);
+
 /* pad2d: the ONNX Pad of the last two axes of nc planes (h, w) -> (h + top + bottom,
  * w + left + right), pads >= 0: A2R_PAD_CONSTANT fills with value, A2R_PAD_REFLECT mirrors
  * without repeating the edge (pads < the side), A2R_PAD_EDGE repeats the edge. */

@@ -1,9 +1,10 @@
 """Pooling over the spatial axes of (N, C, D1, ..., Dk): MaxPool, AveragePool (pads, strides,
 dilations, auto_pad, ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool.
 
-2-D MaxPool runs on the native kernel (a2r_maxpool). Other window pools run one numpy max/add
-per kernel tap over strided views of a padded copy of x (padding -inf for max, 0 for average);
-the average's divisor per output position is computed once per plan. MaxPool's optional
+2-D MaxPool and AveragePool run on the native kernels (a2r_maxpool, a2r_avgpool; the
+average's divisor per output position computed once per plan). Other window pools (1-D, 3-D)
+run one numpy max/add per kernel tap over strided views of a padded copy of x (padding -inf
+for max, 0 for average). MaxPool's optional
 Indices output is refused.
 """
 from __future__ import annotations
@@ -82,14 +83,14 @@ def _needs_padding(g):
     return any(g["pb"]) or any(g["pe_ext"])
 
 
-def _native_max(node, x_shape):
-    """2-D MaxPool runs on the native kernel (no padded copy)."""
-    return node.op == "MaxPool" and len(x_shape) == 4
+def _native(node, x_shape):
+    """2-D MaxPool and AveragePool run on the native kernels (no padded copy)."""
+    return len(x_shape) == 4
 
 
 def _scratch(node, shapes, graph):
     x = shapes[node.inputs[0]]
-    if _native_max(node, x):
+    if _native(node, x):
         return []
     g = pool_geometry(node, x)
     return [_padded_shape(x, g)] if _needs_padding(g) else []
@@ -134,21 +135,24 @@ def _pool(node, x, y, xp, kind, x_dtype=np.float32):
     return run
 
 
-def _build_native_max(node, x, y):
+def _build_native(node, x, y, kind):
     g = pool_geometry(node, x.shape)
     nb, c, h, w = x.shape
     args = (nb * c, h, w, *g["k"], *g["s"], *g["pb"], *g["d"], *g["out"])
     xf, yf = x.reshape(-1), y.reshape(-1)
     if x.size == 0:
         return lambda: None
-    return lambda: _kernels.maxpool(xf, *args, yf)
+    if kind == "max":
+        return lambda: _kernels.maxpool(xf, *args, yf)
+    count = _divisor(node, x.shape, g).reshape(-1)   # per output pixel, made once
+    return lambda: _kernels.avgpool(xf, *args, count, yf)
 
 
 def _window_builder(kind):
     def build(node, graph, shapes, view, scratch):
         x = view(node.inputs[0])
-        if kind == "max" and _native_max(node, x.shape):
-            return _build_native_max(node, x, view(node.outputs[0]))
+        if _native(node, x.shape):
+            return _build_native(node, x, view(node.outputs[0]), kind)
         return _pool(node, view(node.inputs[0]), view(node.outputs[0]),
                      scratch[0] if scratch else None, kind)
     return build

@@ -1,9 +1,18 @@
-/* maxpool kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
- * One output row per iteration; each output pixel takes the max over its window's taps that
- * fall inside the input (the padding never wins: the ONNX -inf padding). */
+/* maxpool and avgpool kernel bodies (contract: a2r_kernels.h). Compiled once per ISA level.
+ * One output row per iteration; each output pixel takes the max (the sum) over its window's taps
+ * that fall inside the input: the padding never wins a max (the ONNX -inf padding) and adds 0
+ * to a sum, which the caller's count per output pixel then divides. */
 #include <math.h>
 
 #include "a2r_isa.h"
+
+/* Output columns j whose tap column j*sw + off lies in [0, w): [*j0, *j1). */
+static inline void inside_columns(int64_t off, int64_t sw, int64_t w, int64_t ow, int64_t *j0,
+                                  int64_t *j1) {
+    *j0 = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    *j1 = w - 1 - off < 0 ? 0 : (w - 1 - off) / sw + 1;
+    if (*j1 > ow) *j1 = ow;
+}
 
 void A2R_KERNEL(a2r_maxpool)(const float *restrict x, int64_t nc, int64_t h, int64_t w,
                              int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
@@ -22,15 +31,40 @@ void A2R_KERNEL(a2r_maxpool)(const float *restrict x, int64_t nc, int64_t h, int
             const float *s = src + row * w;
             for (int64_t b = 0; b < kw; b++) {
                 const int64_t off = b * dw - pw;
-                /* output columns j whose tap column j*sw + off lies in [0, w) */
-                int64_t j0 = off >= 0 ? 0 : (-off + sw - 1) / sw;
-                int64_t j1 = w - 1 - off < 0 ? 0 : (w - 1 - off) / sw + 1;
-                if (j1 > ow) j1 = ow;
+                int64_t j0, j1;
+                inside_columns(off, sw, w, ow, &j0, &j1);
                 for (int64_t j = j0; j < j1; j++) {
                     const float v = s[j * sw + off];
                     dst[j] = v > dst[j] ? v : dst[j];
                 }
             }
         }
+    }
+}
+
+void A2R_KERNEL(a2r_avgpool)(const float *restrict x, int64_t nc, int64_t h, int64_t w,
+                             int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                             int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
+                             const float *restrict count, float *restrict y) {
+    const int64_t nrows = nc * oh;
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (nrows * ow * kh * kw > A2R_PAR_GRAIN)
+    for (int64_t r = 0; r < nrows; r++) {
+        const int64_t plane = r / oh, i = r % oh;
+        const float *src = x + plane * h * w;
+        float *restrict dst = y + r * ow;
+        for (int64_t j = 0; j < ow; j++) dst[j] = 0.0f;
+        for (int64_t a = 0; a < kh; a++) {
+            const int64_t row = i * sh - ph + a * dh;
+            if (row < 0 || row >= h) continue;
+            const float *s = src + row * w;
+            for (int64_t b = 0; b < kw; b++) {
+                const int64_t off = b * dw - pw;
+                int64_t j0, j1;
+                inside_columns(off, sw, w, ow, &j0, &j1);
+                for (int64_t j = j0; j < j1; j++) dst[j] += s[j * sw + off];
+            }
+        }
+        const float *c = count + i * ow;
+        for (int64_t j = 0; j < ow; j++) dst[j] /= c[j];
     }
 }
