@@ -9,9 +9,10 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
   * parity against onnxruntime on a seeded random input in [-1, 1]: the largest difference per
     output, against 1e-4 of the output's range (exit code 1 when it fails);
   * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
-    medians of --runs runs after one warm-up, and their ratio; the native side at --precision
-    (bf16, int8 or auto: calibrated on the bundled sample picture, its PSNR against the
-    native fp32 output printed beside the quality guard);
+    medians of --runs runs after warm-up runs (onnxruntime's one; the native side's as many as
+    its per-step thread counts take to settle: step_threads.SETTLE_RUNS), and their ratio; the
+    native side at --precision (bf16, int8 or auto: calibrated on the bundled sample picture,
+    its PSNR against the native fp32 output printed beside the quality guard);
   * with --profile, where the native time goes: each op type's share of a run, and the
     slowest steps (fused nodes) with their precision and output shape.
 Bad models print one line and exit 2, like every command.
@@ -68,8 +69,9 @@ def coverage(placements) -> dict[str, dict[str, int]]:
     return table
 
 
-def _median_ms(fn, runs: int) -> float:
-    fn()
+def _median_ms(fn, runs: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
     times = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -169,7 +171,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> No
     import onnxruntime as ort
 
     from ..model import NativeExecutor, precision as prec
-    from ..model.step_threads import step_times
+    from ..model.step_threads import SETTLE_RUNS, step_times
     from ..runtime import cpu
 
     low = args.precision != "fp32"
@@ -190,7 +192,9 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> No
                            f"{db:.1f} dB against fp32"
                            f"{f' (guard {guard:.0f} dB)' if guard else ''}")
                 print(f"  {label} at {entry['precision']}: {quality}: {entry['reason']}")
-            native = _median_ms(lambda: timed.run_many({name: x}), args.runs)
+            # past the runs that measure each step's thread count (every other one at 1 thread)
+            native = _median_ms(lambda: timed.run_many({name: x}), args.runs,
+                                warmup=SETTLE_RUNS)
             if args.profile:
                 plan = timed.plan_for({name: x.shape})
                 steps = step_times(plan, args.runs)
