@@ -3,6 +3,7 @@
  * that fall inside the input: the padding never wins a max (the ONNX -inf padding) and adds 0
  * to a sum, which the caller's count per output pixel then divides. */
 #include <math.h>
+#include <stddef.h>
 
 #include "a2r_isa.h"
 
@@ -14,17 +15,20 @@ static inline void inside_columns(int64_t off, int64_t sw, int64_t w, int64_t ow
     if (*j1 > ow) *j1 = ow;
 }
 
-void A2R_KERNEL(a2r_maxpool)(const float *restrict x, int64_t nc, int64_t h, int64_t w,
-                             int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                             int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
-                             float *restrict y) {
+/* Both pools: count NULL, the max of each window's taps inside the input; else their sum
+ * divided by count[i*ow + j]. Inlined into each kernel with count a known NULL or not, so the
+ * tap loop has no branch on the mode. */
+static inline void pool(const float *restrict x, int64_t nc, int64_t h, int64_t w, int64_t kh,
+                        int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                        int64_t dw, int64_t oh, int64_t ow, const float *restrict count,
+                        float *restrict y) {
     const int64_t nrows = nc * oh;
     #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (nrows * ow * kh * kw > A2R_PAR_GRAIN)
     for (int64_t r = 0; r < nrows; r++) {
         const int64_t plane = r / oh, i = r % oh;
         const float *src = x + plane * h * w;
         float *restrict dst = y + r * ow;
-        for (int64_t j = 0; j < ow; j++) dst[j] = -INFINITY;
+        for (int64_t j = 0; j < ow; j++) dst[j] = count ? 0.0f : -INFINITY;
         for (int64_t a = 0; a < kh; a++) {
             const int64_t row = i * sh - ph + a * dh;
             if (row < 0 || row >= h) continue;
@@ -33,38 +37,33 @@ void A2R_KERNEL(a2r_maxpool)(const float *restrict x, int64_t nc, int64_t h, int
                 const int64_t off = b * dw - pw;
                 int64_t j0, j1;
                 inside_columns(off, sw, w, ow, &j0, &j1);
-                for (int64_t j = j0; j < j1; j++) {
-                    const float v = s[j * sw + off];
-                    dst[j] = v > dst[j] ? v : dst[j];
+                if (count) {
+                    for (int64_t j = j0; j < j1; j++) dst[j] += s[j * sw + off];
+                } else {
+                    for (int64_t j = j0; j < j1; j++) {
+                        const float v = s[j * sw + off];
+                        dst[j] = v > dst[j] ? v : dst[j];
+                    }
                 }
             }
         }
+        if (count) {
+            const float *c = count + i * ow;
+            for (int64_t j = 0; j < ow; j++) dst[j] /= c[j];
+        }
     }
+}
+
+void A2R_KERNEL(a2r_maxpool)(const float *restrict x, int64_t nc, int64_t h, int64_t w,
+                             int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                             int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
+                             float *restrict y) {
+    pool(x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, NULL, y);
 }
 
 void A2R_KERNEL(a2r_avgpool)(const float *restrict x, int64_t nc, int64_t h, int64_t w,
                              int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
                              int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
                              const float *restrict count, float *restrict y) {
-    const int64_t nrows = nc * oh;
-    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (nrows * ow * kh * kw > A2R_PAR_GRAIN)
-    for (int64_t r = 0; r < nrows; r++) {
-        const int64_t plane = r / oh, i = r % oh;
-        const float *src = x + plane * h * w;
-        float *restrict dst = y + r * ow;
-        for (int64_t j = 0; j < ow; j++) dst[j] = 0.0f;
-        for (int64_t a = 0; a < kh; a++) {
-            const int64_t row = i * sh - ph + a * dh;
-            if (row < 0 || row >= h) continue;
-            const float *s = src + row * w;
-            for (int64_t b = 0; b < kw; b++) {
-                const int64_t off = b * dw - pw;
-                int64_t j0, j1;
-                inside_columns(off, sw, w, ow, &j0, &j1);
-                for (int64_t j = j0; j < j1; j++) dst[j] += s[j * sw + off];
-            }
-        }
-        const float *c = count + i * ow;
-        for (int64_t j = 0; j < ow; j++) dst[j] /= c[j];
-    }
+    pool(x, nc, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, count, y);
 }
