@@ -10,8 +10,8 @@ Then:
 1. Whole-picture statistics, gathered tile by tile: a network that normalises by statistics of
    its whole input (InstanceNormalization: the bundled a2r_lite has four in the encoder and four
    in the decoder; a ReduceMean over H and W: its decoder's gate has one) would normalise each
-   tile by the tile's own and differ everywhere, not only
-   at seams (a2r_lite, 517x389, tile=256: 2.3 grey levels on average, up to 35). So, in graph
+   tile by the tile's own and differ everywhere, not only at seams (a2r_lite, 517x389,
+   tile=256: 2.3 grey levels on average, up to 35). So, in graph
    order, each such node's input and the AdaIN stage's input are reduced over every tile's
    *core* only (every value counted once, none near an artificial tile edge), the per-tile
    (count, mean, M2) merged with Chan et al.'s parallel formula in float64, and the node then
