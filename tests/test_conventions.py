@@ -179,3 +179,16 @@ def test_convert_takes_a_range_starting_with_a_minus_and_a_layout(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     np.testing.assert_array_equal(cv2.imread(str(tmp_path / "o.png")), convert(str(twin)))
+
+
+def test_conventions_from_python_as_the_docs_write_them(tmp_path):
+    """docs/models.md: conventions.from_fields(fields) alone (mean/std default to [-1, 1]), given
+    to wrap_onnx: the same picture as the convert flags give."""
+    path = first_channel_dropped(tmp_path / "m.onnx")
+    for fields in ({"channel_order": "BGR"}, {"input_range": [0, 1], "channel_order": "BGR"}):
+        got = convert(pkg.wrap_onnx(path, conventions.from_fields(fields)))
+        want = convert(pkg.wrap_onnx(path, conventions.from_fields(fields, (0.5,) * 3,
+                                                                   (0.5,) * 3)))
+        np.testing.assert_array_equal(got, want)
+        # the network's channel 0, blue in BGR, is dropped: 0 is black in [0, 1], grey in [-1, 1]
+        assert np.abs(got[..., 0] - (0 if "input_range" in fields else 128)).max() <= 1

@@ -69,10 +69,12 @@ def range_of(value, what: str) -> tuple[tuple, tuple]:
     return RANGES[key]
 
 
-def from_fields(fields: dict, mean, std) -> Conventions:
-    """The conventions a manifest (or the CLI) states; mean/std: its normalization."""
+def from_fields(fields: dict, mean=None, std=None) -> Conventions:
+    """The conventions a manifest (or the CLI) states; mean/std: its normalization (None:
+    the default [-1, 1], unless fields give an input_range)."""
     if "input_range" in fields:
         mean, std = range_of(fields["input_range"], "input_range")
+    mean, std = (0.5,) * 3 if mean is None else mean, (0.5,) * 3 if std is None else std
     order = fields.get("channel_order", "RGB")
     if order not in ORDERS:
         raise ValueError(f"channel_order must be one of {ORDERS}, got {order!r}")
