@@ -26,7 +26,7 @@ native side runs.
   0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five).
 * Min(Max(x, lo), hi) or Max(Min(x, hi), lo) by scalar constants (tf.clip_by_value): one
   Clip.
-* DepthToSpace DCR (TensorFlow's) after a Conv it alone reads, maybe through an activation:
+* DepthToSpace DCR (TensorFlow's) after a Conv it alone reads, maybe through a valuewise op:
   the Conv's output channels reordered, the node CRD (the native pixel-shuffle kernel).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
@@ -257,6 +257,10 @@ def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[lis
     return kept, made
 
 
+def _scalar_const(consts: dict, t: str) -> bool:
+    return t in consts and np.size(consts[t]) == 1
+
+
 def _perm_of(t: Node, rank: int) -> list[int]:
     perm = t.attrs.get("perm")
     return [int(v) for v in perm] if perm is not None else list(range(rank))[::-1]
@@ -269,11 +273,11 @@ def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> list
     if n.op in _VALUEWISE:
         data, rest = n.inputs[:1], n.inputs[1:]
     elif n.op in _ELEMENTWISE_2 and len(n.inputs) == 2:
-        data = [t for t in n.inputs if not (t in consts and np.size(consts[t]) == 1)]
+        data = [t for t in n.inputs if not _scalar_const(consts, t)]
         rest = [t for t in n.inputs if t not in data]
     else:
         return []
-    if any(t and not (t in consts and np.size(consts[t]) == 1) for t in rest) or not data:
+    if any(t and not _scalar_const(consts, t) for t in rest) or not data:
         return []
     firsts = [producer.get(t) for t in data]
     if any(f is None or f.op != "Transpose" or readers.get(t) != 1 or t in outs
@@ -298,8 +302,7 @@ def _same_as(n: Node, consts: dict, shapes: dict, producer: dict) -> str | None:
         if first is None or first.op != "Transpose" or shapes.get(src) is None:
             return None
         rank = len(shapes[src])
-        p, q = ([int(v) for v in t.attrs["perm"]] if t.attrs.get("perm") is not None
-                else list(range(rank))[::-1] for t in (first, n))
+        p, q = _perm_of(first, rank), _perm_of(n, rank)
         return first.inputs[0] if [p[i] for i in q] == list(range(rank)) else None
     if shapes.get(n.outputs[0]) is not None and shapes.get(n.outputs[0]) == shapes.get(src) \
             and _copies_whole(n, consts):
@@ -753,21 +756,18 @@ def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
 
 # --- DepthToSpace DCR after a Conv: CRD ------------------------------------------------------
 
-# Activations acting on each value alone: they commute with a reordering of the channels.
-_PER_VALUE = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSigmoid", "Clip"}
-
 
 def _depth_to_space_crd(c: _Ctx, n: Node, count: Rewrites):
     """DepthToSpace in DCR mode (TensorFlow's depth_to_space) of what a Conv (group 1, constant
-    weights and bias) alone makes, maybe through one activation acting on each value: the
+    weights and bias) alone makes, maybe through one op acting on each value (``_VALUEWISE``): the
     Conv's output channels reordered so that the node is CRD, PixelShuffle's order, run by the
     native pixel_shuffle kernel (DCR was a strided numpy copy)."""
     if n.attrs.get("mode", "DCR") != "DCR" or not c.sole(n.inputs[0]):
         return None
     t = n.inputs[0]
     act = c.producer.get(t)
-    if act is not None and act.op in _PER_VALUE and \
-            all(c.scalar(s) is not None for s in act.inputs[1:] if s):
+    if act is not None and act.op in _VALUEWISE and \
+            all(_scalar_const(c.consts, s) for s in act.inputs[1:] if s):   # commutes with it
         t = act.inputs[0]
         if not c.sole(t):
             return None
