@@ -57,6 +57,13 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+class MemoryLimitError(ValueError, MemoryError):
+    """Something needs more than A2R_MEMORY_MB (a plan's arena or tensor, a convolution's
+    scratch): smaller pieces (tiles, a smaller calibration picture) may fit where this size
+    does not. A MemoryError too, for callers that catch those; never the machine's own memory
+    running out."""
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str

@@ -529,9 +529,9 @@ class Conv2d:
         need = _kernels.conv2d_workspace_size(shape)
         budget = _settings.get("A2R_MEMORY_MB") << 20
         if need * 4 > budget:
-            raise MemoryError(f"conv2d scratch for x of shape {x_shape} with w of shape "
-                              f"{self.w.shape} needs {need * 4 / 2**20:.0f} MiB, more than "
-                              f"A2R_MEMORY_MB={budget >> 20}")
+            raise _settings.MemoryLimitError(
+                f"conv2d scratch for x of shape {x_shape} with w of shape {self.w.shape} needs "
+                f"{need * 4 / 2**20:.0f} MiB, more than A2R_MEMORY_MB={budget >> 20}")
         return need
 
     def _call_lowp(self, shape, x, residual, out, out_range):

@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 
 from .. import _settings
+from .._settings import MemoryLimitError
 from . import ops
 from .graph import Graph, Node
 from .ops import UnsupportedOpError
@@ -53,11 +54,6 @@ class Specialised:
 
     def foreign(self) -> list[Placement]:
         return [p for p in self.placements if p.where == "onnxruntime"]
-
-
-class MemoryLimitError(ValueError):
-    """A plan for some input size needs more than A2R_MEMORY_MB: smaller pieces (tiles, a
-    smaller calibration picture) may fit where this size does not."""
 
 
 def memory_limit_elements() -> int:

@@ -46,8 +46,8 @@ import warnings
 import numpy as np
 
 from .. import _settings, ops
+from .._settings import MemoryLimitError
 from ..model import whole_stats
-from ..model.specialise import MemoryLimitError
 from . import stages
 from .forward import Slot, check_finite, finish_layout, output_window, pad_to_stride
 
@@ -139,9 +139,7 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
     passes = _Passes(forward, bgr, [(r, c) for r in rows for c in cols], keep_bytes)
     try:
         acc = _run_tiles(forward, passes, stats, hp, wp, band, model)
-    except (MemoryLimitError, MemoryError) as exc:   # the plans' words name tile shapes
-        if "A2R_MEMORY_MB" not in str(exc):   # the machine's own memory: not the setting
-            raise
+    except MemoryLimitError as exc:   # the plans' words name tile shapes
         raise MemoryLimitError(
             f"even in tiles of {tile} pixels (plus {margin} on each side) model "
             f"{model.name!r} needs more than A2R_MEMORY_MB={_settings.get('A2R_MEMORY_MB')} "
