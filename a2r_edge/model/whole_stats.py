@@ -212,15 +212,16 @@ def _spatial_mean(node, sized: dict, consts: dict) -> bool:
     return sorted(int(a) % 4 for a in axes) == [2, 3]
 
 
-def pieces(proto, norms: list[Norm] | None = None) -> list[Piece]:
+def pieces(proto, norms: list[Norm] | None = None, types: dict | None = None) -> list[Piece]:
     """``proto``'s nodes cut before each node whose statistics can be fixed (``norms``,
     default ``statistic_nodes``): [0, n1), [n1, n2), ..., [nk, end) (no empty first piece
     when n1 = 0). The last piece's ``live`` are the graph's outputs. Constants (initializers,
-    Constant nodes' values) never cross a cut: each piece holds those it reads."""
+    Constant nodes' values) never cross a cut: each piece holds those it reads. types:
+    ``value_types(proto)`` (computed when not given)."""
     g = proto.graph
     inits = set(constants(proto))
     nodes = list(g.node)
-    types = value_types(proto)
+    types = value_types(proto) if types is None else types
     norms = {n.index: n for n in (statistic_nodes(proto, types)[0] if norms is None
                                   else norms)}
     outputs = [o.name for o in g.output]

@@ -284,10 +284,10 @@ def _statistics_of(path: str, version: tuple) -> tuple:
     why} of the statistics they cannot be given) of an ONNX stage file (``whole_stats``; shape
     inference at two sizes), once per file version (inode, size, mtime)."""
     graph = whole_stats.load(path)
-    sized = whole_stats.picture_sized(graph)
-    norms, skipped = whole_stats.statistic_nodes(graph, sized=sized)
+    types, sized = whole_stats.value_types(graph), whole_stats.picture_sized(graph)
+    norms, skipped = whole_stats.statistic_nodes(graph, types, sized)
     skipped.update(whole_stats.picture_wide_nodes(graph, {n.index for n in norms}, sized))
-    return norms, whole_stats.pieces(graph, norms) if norms else [], skipped
+    return norms, whole_stats.pieces(graph, norms, types) if norms else [], skipped
 
 
 def _add_pieces(passes: _Passes, forward, stage, graph, pieces) -> None:
