@@ -151,18 +151,17 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
     x, y = x_info.name, g.output[0].name
     before, after = [], []   # nodes: Engine NCHW RGB -> x; y -> the Engine's convention
 
-    def step(op, src, dst, **attrs):
-        return helper.make_node(op, [src, *attrs.pop("inputs", ())], [dst],
-                                name=f"a2r_convention_{dst}", **attrs)
+    def step(op, inputs, dst, **attrs):
+        return helper.make_node(op, inputs, [dst], name=f"a2r_convention_{dst}", **attrs)
 
     feed = "a2r_in"
     if conv.channel_order == "BGR":   # Engine RGB -> network BGR
         perm = np.eye(3, dtype=np.float32)[::-1]
         g.initializer.append(numpy_helper.from_array(perm.reshape(3, 3, 1, 1), "a2r_in_w"))
-        before.append(step("Conv", feed, "a2r_in_bgr", inputs=["a2r_in_w"]))
+        before.append(step("Conv", [feed, "a2r_in_w"], "a2r_in_bgr"))
         feed = "a2r_in_bgr"
     if conv.layout == "NHWC":
-        before.append(step("Transpose", feed, "a2r_in_nhwc", perm=[0, 2, 3, 1]))
+        before.append(step("Transpose", [feed], "a2r_in_nhwc", perm=[0, 2, 3, 1]))
         feed = "a2r_in_nhwc"
         _to_nchw(x_info)
     if before:
@@ -181,14 +180,14 @@ def adapt(onnx_path: Path, conv: Conventions) -> Path:
         w, b = np.diag(os_ / std), (om - mean) / std
     raw = "a2r_raw"
     if conv.out_layout == "NHWC":
-        after.append(step("Transpose", raw, "a2r_raw_nchw", perm=[0, 3, 1, 2]))
+        after.append(step("Transpose", [raw], "a2r_raw_nchw", perm=[0, 3, 1, 2]))
         raw = "a2r_raw_nchw"
         _to_nchw(g.output[0])
     if not (np.allclose(w, np.eye(3)) and np.allclose(b, 0)):
         g.initializer.extend([
             numpy_helper.from_array(w.astype(np.float32).reshape(3, 3, 1, 1), "a2r_out_w"),
             numpy_helper.from_array(b.astype(np.float32), "a2r_out_b")])
-        after.append(step("Conv", raw, "a2r_out", inputs=["a2r_out_w", "a2r_out_b"]))
+        after.append(step("Conv", [raw, "a2r_out_w", "a2r_out_b"], "a2r_out"))
     if after:
         for n in g.node:
             n.output[:] = ["a2r_raw" if o == y else o for o in n.output]
