@@ -454,8 +454,8 @@ def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
 
 @pytest.mark.parametrize("perm", [(0, 3, 1, 2), (0, 2, 3, 1), (0, 2, 1, 3)])
 def test_a_large_transpose_copied_in_slices(perm):
-    """Transposes of over 2^18 values moving the last axis are copied slice by slice
-    (model/ops/tensor.py), one keeping it in one copy: numpy's whole transpose's values."""
+    """Transposes of over 2^18 values: NHWC -> NCHW copied slice by slice (model/ops/tensor.py),
+    the others in one copy: numpy's whole transpose's values either way."""
     from onnx import TensorProto, helper
     shape = (1, 70, 66, 64)
     g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))], "g",
