@@ -2,7 +2,9 @@
 ConvTranspose k3 s2 (pix2pix/CycleGAN upsampling), reflect Pad alone (the native pad2d kernel)
 and reflect Pad + 7x7 Conv (CycleGAN head), depthwise 3x3 Conv, MaxPool 3x3 s2,
 BatchNormalization, Resize linear x2, and U-GAT-IT's decomposed ILN (two normalisations, the rho
-mix, gamma, beta, Relu: one AdaLIN step natively). A one-op graph's time includes run()'s copy
+mix, gamma, beta, Relu: one AdaLIN step natively). And what Keras exports through tf2onnx lean
+on: AveragePool 2x2 s2, the NHWC <-> NCHW Transposes (an NHWC map is the (1, H, W, C) input),
+x^3 (tanh-GELU's cube, Pow by a constant 3). A one-op graph's time includes run()'s copy
 of the input into the plan's arena (onnxruntime reads it in place): for the memory-bound ops
 (Pad, MaxPool, BatchNormalization) that copy is a visible share.
 
@@ -68,6 +70,22 @@ def iln(b, c):
     return b.node("Relu", [y])
 
 
+def avgpool(b, c):
+    return b.node("AveragePool", ["x"], kernel_shape=[2, 2], strides=[2, 2])
+
+
+def to_nhwc(b, c):
+    return b.node("Transpose", ["x"], perm=[0, 2, 3, 1])
+
+
+def from_nhwc(b, c):   # x read as (1, H, W, C)
+    return b.node("Transpose", ["x"], perm=[0, 3, 1, 2])
+
+
+def cube(b, c):
+    return b.node("Pow", ["x", b.const(3.0)])
+
+
 ILN_SIZE = 128
 CASES = {  # name: (graph, channels, size)
     "ConvTranspose k3 s2 64->32": (upsample, 64, 128),
@@ -78,17 +96,22 @@ CASES = {  # name: (graph, channels, size)
     "BatchNormalization x64": (batchnorm, 64, 128),
     "Resize linear x2 x32": (resize_linear, 32, 128),
     "ILN (AdaLIN) x64": (iln, 64, ILN_SIZE),
+    "AveragePool 2x2 s2 x32": (avgpool, 32, 256),
+    "Transpose to NHWC x64": (to_nhwc, 64, 256),
+    "Transpose from NHWC x64": (from_nhwc, 256, (256, 64)),   # (1, 256, 256, 64)
+    "Pow 3 x32": (cube, 32, 256),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_op(benchmark, threads, case):
     graph, c, size = CASES[case]
+    h, w = (size, size) if isinstance(size, int) else size
     b = Builder(np.random.default_rng(0), c)
     model = b.model(graph(b, c)).SerializeToString()
-    x = np.random.default_rng(1).standard_normal((1, c, size, size)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((1, c, h, w)).astype(np.float32)
     ex, ort = NativeExecutor(model), OrtSession(model, threads=threads)
     np.testing.assert_allclose(ex.run(x), ort.run({"x": x})[0], rtol=1e-3, atol=1e-3)
     compare(benchmark, lambda: ex.run(x), lambda: ort.run({"x": x}), op=case.split()[0],
-            case=f"{case} {size}^2", threads=threads, peer_name="onnxruntime", target=1.0,
+            case=f"{case} {h}x{w}", threads=threads, peer_name="onnxruntime", target=1.0,
             rounds=7)
