@@ -259,16 +259,19 @@ def model_digest(stages) -> str:
 
 # --- calibration ------------------------------------------------------------------------------
 
-def calibration_path(stages, threads: int, size: int, fallback: bool = False) -> str:
-    """Where the calibration at ``size`` is cached; ``fallback``: a size below the largest one
-    asked for, taken because that did not fit A2R_MEMORY_MB, so the limit is in the name (a
-    raised limit measures the larger size anew instead of reusing the smaller one)."""
+def calibration_paths(digest: str, threads: int, sizes: list[int]) -> list[str]:
+    """Where the calibration of the model ``digest`` (``model_digest``) at each of ``sizes``
+    is cached; the sizes after the first are fallbacks, taken because a larger one did not fit
+    A2R_MEMORY_MB, so the limit is in their names (a raised limit measures the larger size anew
+    instead of reusing the smaller one). The machine key and the model's digest are made once
+    (the digest hashes every stage file)."""
     from .. import _settings
     from . import cpu, system
-    key = system.machine_key()
-    limit = f"-within{_settings.get('A2R_MEMORY_MB')}MB" if fallback else ""
-    return os.path.join(system.cache_dir(), f"calibration-{key}-{model_digest(stages)}-"
-                                              f"{cpu.build_id()}{limit}-{size}px-{threads}t.json")
+    stem = os.path.join(system.cache_dir(), f"calibration-{system.machine_key()}-{digest}-"
+                                            f"{cpu.build_id()}")
+    limit = f"-within{_settings.get('A2R_MEMORY_MB')}MB"
+    return [f"{stem}{limit if i else ''}-{size}px-{threads}t.json"
+            for i, size in enumerate(sizes)]
 
 
 def calibration_sizes(largest: int = CALIBRATION_SIZE) -> list[int]:
@@ -340,7 +343,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
     thread count and then read from the cache: the first of ``calibration_sizes(size)`` cached,
     else measured at the first whose native plans fit A2R_MEMORY_MB (MemoryLimitError, naming
     no size, when none does). A smaller size's cache is kept under the limit it was taken at
-    (``calibration_path``'s fallback). A cache that cannot be written is not an error (the
+    (``calibration_paths``). A cache that cannot be written is not an error (the
     figures are still used)."""
     import a2r_edge
 
@@ -350,7 +353,8 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
 
     threads = threads or cpu.num_threads()
     sizes = calibration_sizes(size)
-    paths = [calibration_path(stages, threads, s, fallback=i > 0) for i, s in enumerate(sizes)]
+    digest = model_digest(stages)
+    paths = calibration_paths(digest, threads, sizes)
     for size, path in zip(sizes, paths) if use_cache else ():
         data = _cached_calibration(path)
         if data is not None:
@@ -369,7 +373,7 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"),
                 "version": a2r_edge.__version__, "threads": threads, "size": size,
-                "model": {"digest": model_digest(stages)}, "stages": entries}
+                "model": {"digest": digest}, "stages": entries}
         try:
             files.write_json(path, data)
             data["cached"] = path
