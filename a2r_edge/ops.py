@@ -180,11 +180,20 @@ def preprocess(img, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None):
     return out
 
 
-def postprocess(x, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None):
+class NonFiniteError(ValueError):
+    """postprocess(finite=True) of x holding ``count`` NaN or infinite values."""
+
+    def __init__(self, count: int, size: int):
+        super().__init__(f"{count} NaN or infinite value(s) of {size}")
+        self.count, self.size = count, size
+
+
+def postprocess(x, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None, finite=False):
     """RGB float32 (1, 3, H, W) or (3, H, W) -> BGR uint8 (H, W, 3).
 
     ``v = (x * std + mean) * 255`` in float32, rounded half to even, clipped to [0, 255];
-    NaN -> 0. Bit-exact on every ISA level and thread count.
+    NaN -> 0. Bit-exact on every ISA level and thread count. finite: NonFiniteError when x
+    holds NaN or infinite values (counted in the same pass; ``out`` is written either way).
     """
     x = _array(x, "x", np.float32, (3, 4), "(1, 3, H, W) or (3, H, W)")
     if x.shape[-3] != 3 or (x.ndim == 4 and x.shape[0] != 1):
@@ -192,7 +201,9 @@ def postprocess(x, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), out=None):
     m, s = _triple(mean, "mean"), _triple(std, "std")
     h, w = x.shape[-2:]
     out = _out(out, (h, w, 3), np.uint8, x)
-    _kernels.postprocess(x.reshape(-1), h, w, m, s, out.reshape(-1))
+    bad = _kernels.postprocess(x.reshape(-1), h, w, m, s, out.reshape(-1))
+    if finite and bad:
+        raise NonFiniteError(bad, x.size)
     return out
 
 

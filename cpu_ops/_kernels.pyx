@@ -18,8 +18,8 @@ cdef extern from "a2r_kernels.h" nogil:
     int A2R_ENOMEM
     void a2r_preprocess(const uint8_t *img, int64_t h, int64_t w, const float *scale,
                         const float *bias, float *out) noexcept
-    void a2r_postprocess(const float *x, int64_t h, int64_t w, const float *mean,
-                         const float *stdv, uint8_t *out) noexcept
+    int64_t a2r_postprocess(const float *x, int64_t h, int64_t w, const float *mean,
+                            const float *stdv, uint8_t *out) noexcept
     void a2r_channel_stats(const float *x, int64_t nc, int64_t hw, float eps, float *mean,
                            float *stdv) noexcept
     void a2r_adain(const float *x, int64_t nc, int64_t hw, const float *style_mean,
@@ -118,8 +118,11 @@ def preprocess(const uint8_t[::1] img, int64_t h, int64_t w, const float[::1] sc
 
 def postprocess(const float[::1] x, int64_t h, int64_t w, const float[::1] mean,
                 const float[::1] stdv, uint8_t[::1] out):
+    """Returns how many x values are NaN or infinite."""
+    cdef int64_t bad
     with nogil:
-        a2r_postprocess(&x[0], h, w, &mean[0], &stdv[0], &out[0])
+        bad = a2r_postprocess(&x[0], h, w, &mean[0], &stdv[0], &out[0])
+    return bad
 
 
 def channel_stats(const float[::1] x, int64_t nc, int64_t hw, float eps, float[::1] mean,

@@ -161,3 +161,20 @@ X = np.zeros((1, 3, 4, 5), np.float32)
 def test_bad_inputs(kwargs, exc, name):
     with pytest.raises(exc, match=name):
         ops.postprocess(**kwargs)
+
+
+def test_counts_non_finite_values_in_the_same_pass(native, rng):
+    """finite=True: NonFiniteError with the count of NaN and +-inf values, wherever they sit
+    (every channel, a block's last pixel, past the first 256-pixel block, any thread's rows);
+    the picture is written as without it; finite inputs raise nothing."""
+    x = rng.uniform(-1, 1, (1, 3, 37, 300)).astype(np.float32)
+    want = ops.postprocess(x)
+    np.testing.assert_array_equal(ops.postprocess(x, finite=True), want)
+    spots = [(0, 0, 0, np.nan), (1, 5, 255, np.inf), (2, 36, 299, -np.inf), (0, 20, 256, np.nan)]
+    for k, (c, y, xx, v) in enumerate(spots, 1):
+        x[0, c, y, xx] = v
+        with pytest.raises(ops.NonFiniteError, match=f"^{k} NaN or infinite value") as err:
+            ops.postprocess(x, finite=True)
+        assert (err.value.count, err.value.size) == (k, x.size)
+        np.testing.assert_array_equal(ops.postprocess(x), ops.postprocess(np.nan_to_num(
+            x, nan=-1e9, posinf=np.inf, neginf=-np.inf)))   # NaN -> 0 as before

@@ -282,25 +282,21 @@ class Forward:
                                                             wp * self.model.scale):
             raise ValueError(f"model {self.model.name!r} declares scale {self.model.scale} but "
                              f"returned {x.shape[2:]} for {(hp, wp)}")
-        check_finite(x, self.model.name)
         oy, ox, oh, ow = output_window(h, w, s, m, *x.shape[2:])
         if (oh, ow) == x.shape[2:] and img.ndim == 3 and img.shape[2] == 3:
-            return ops.postprocess(x, self.model.mean, self.model.std)
-        full = ops.postprocess(x, self.model.mean, self.model.std,
-                               out=slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
+            return to_pixels(x, self.model)
+        full = to_pixels(x, self.model, slot.buf("out8", (x.shape[2], x.shape[3], 3), np.uint8))
         return finish_layout(img, full[oy:oy + oh, ox:ox + ow])
 
 
-def check_finite(x: np.ndarray, model_name: str) -> None:
-    """ValueError when the network's result holds NaN or infinite values: postprocess would
-    write them as black or white pixels, a silently wrong picture. (Its sum is finite in the
-    common case: one pass, no temporary; the count only on failure.)"""
-    if np.isfinite(x.sum()):
-        return
-    bad = int(np.count_nonzero(~np.isfinite(x)))
-    if bad:
-        raise ValueError(f"model {model_name!r} returned {bad} NaN or infinite value(s) of "
-                         f"{x.size}; no picture written")
+def to_pixels(x: np.ndarray, model, out=None) -> np.ndarray:
+    """The network's result (1, 3, H, W) as BGR uint8 (``ops.postprocess`` with the model's
+    mean and std); ValueError when it holds NaN or infinite values, which would be written as
+    black or white pixels, a silently wrong picture (counted by the same pass)."""
+    try:
+        return ops.postprocess(x, model.mean, model.std, out=out, finite=True)
+    except ops.NonFiniteError as exc:
+        raise ValueError(f"model {model.name!r} returned {exc}; no picture written") from None
 
 
 def as_picture(img, name: str = "img") -> np.ndarray:

@@ -49,7 +49,7 @@ from .. import _settings, ops
 from .._settings import MemoryLimitError
 from ..model import whole_stats
 from . import stages
-from .forward import Slot, check_finite, finish_layout, output_window, pad_to_stride
+from .forward import Slot, finish_layout, output_window, pad_to_stride, to_pixels
 
 # Receptive field assumed for a model that does not declare one (a plain ONNX file): 32 pixels
 # covers the 3x3-conv up-scalers such files usually hold with room to spare.
@@ -144,8 +144,7 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
             f"even in tiles of {tile} pixels (plus {margin} on each side) model "
             f"{model.name!r} needs more than A2R_MEMORY_MB={_settings.get('A2R_MEMORY_MB')} "
             f"MiB: raise A2R_MEMORY_MB ({' '.join(str(exc).split())})") from exc
-    check_finite(acc, model.name)
-    out = ops.postprocess(acc, model.mean, model.std)
+    out = to_pixels(acc, model)
     oy, ox, oh, ow = output_window(h, w, s, model.border_margin, *acc.shape[2:])
     return finish_layout(img, out[oy:oy + oh, ox:ox + ow])
 

@@ -50,7 +50,7 @@
       (img, h, w, scale, bias, out))
 
 #define A2R_OPS_postprocess(K, a)                                                               \
-    K(a, void, a2r_postprocess,                                                                 \
+    K(a, int64_t, a2r_postprocess,                                                              \
       (const float *x, int64_t h, int64_t w, const float mean[3], const float stdv[3],           \
        uint8_t *out),                                                                           \
       (x, h, w, mean, stdv, out))

@@ -34,9 +34,9 @@ void a2r_preprocess(const uint8_t *img, int64_t h, int64_t w,
 
 /* postprocess: RGB float32 planar (CHW) -> BGR uint8 HWC, bit-exact on every ISA.
  *   v = (x * stdv[c] + mean[c]) * 255 evaluated in float32 without contraction, NaN -> 0,
- *   clamped to [0, 255], rounded half to even. */
-void a2r_postprocess(const float *x, int64_t h, int64_t w,
-                     const float mean[3], const float stdv[3], uint8_t *out);
+ *   clamped to [0, 255], rounded half to even. Returns how many x values are NaN or +-inf. */
+int64_t a2r_postprocess(const float *x, int64_t h, int64_t w,
+                        const float mean[3], const float stdv[3], uint8_t *out);
 
 /* channel_stats: per-plane mean and std = sqrt(biased var + eps) of nc planes of hw floats.
  * Accurate for large offsets: float lane sums over blocks around running-mean pivots, the blocks
