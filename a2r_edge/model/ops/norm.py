@@ -238,13 +238,14 @@ def _ln_build(n, graph, shapes, view, scratch):
 def _ln_rows(x, y, row, scale, bias, eps):
     """Closure: the layernorm_rows kernel over x's rows of shape ``row`` (the normalised axes).
     scale and bias (constants or arena views, fixed for the plan's life): read in place when
-    they have a row's shape, else broadcast into a row buffer made once, on each run (a view's
-    values change between runs)."""
+    they hold a row's values (a row's shape with leading 1s: (1, C) for (C,)), else broadcast
+    into a row buffer made once, on each run (a view's values change between runs)."""
     size = int(np.prod(row))
     xf, yf = x.reshape(-1), y.reshape(-1)
 
     def as_row(v):   # (the flat row, or None; a copy to make before each run, or None)
-        if v is None or v.shape == tuple(row):
+        if v is None or (v.size == size and v.shape[v.ndim - len(row):] == tuple(row)
+                         and v.flags.c_contiguous):
             return (None if v is None else v.reshape(-1)), None
         buf = np.empty(row, np.float32)
         return buf.reshape(-1), lambda: np.copyto(buf, v)
