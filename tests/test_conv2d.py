@@ -357,8 +357,8 @@ def test_winograd_large_offset(native, rng, offset):
 
 def auto_takes_winograd(c, o, side):
     """conv2d/kernel.c use_winograd at the running ISA level, for a square map of ``side``."""
-    wide = cpu.isa().startswith("avx512")
-    min_c, min_o, min_co, min_side, wide_co, wide_side = ((8, 8, 128, 64, 4096, 32) if wide
+    x86_vector = cpu.isa().startswith("avx")  # AVX2 and the AVX-512 levels share a rule
+    min_c, min_o, min_co, min_side, wide_co, wide_side = ((8, 8, 128, 64, 4096, 32) if x86_vector
                                                           else (3, 8, 24, 16, 24, 16))
     return (c >= min_c and o >= min_o and c * o >= min_co
             and side >= (wide_side if c * o >= wide_co else min_side))

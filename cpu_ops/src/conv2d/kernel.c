@@ -520,8 +520,14 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
  *   0.85x / 1.26x (taken), 32 -> 32 at 48^2 1.42x / 0.99x and 8 -> 8 at 128^2 1.09x / 1.03x
  *   (left direct); 32 -> 32 at 32^2 0.75x / 0.79x, 64^2 1.52x / 1.64x; 16 -> 16 at 64^2 1.10x /
  *   1.40x; 64 -> 64 at 32^2 1.67x / 1.06x; 128 -> 128 at 16^2 0.95x / 0.66x, 32^2 2.07x /
- *   1.36x. */
-#if defined(__AVX512F__)
+ *   1.36x.
+ * - Zen 3, AVX2 (2026-12-07, one run, the same bench; 1 / 2 threads): Winograd loses where Zen 2's
+ *   rule took it: 3 -> 16 at 256^2 0.73x / 0.74x, 8 -> 8 0.76x / 0.74x, 32 -> 32 at 16^2 0.89x /
+ *   0.74x, 24^2 0.92x / 0.67x, 32^2 1.06x / 0.80x, 48^2 0.82x / 0.84x; it pays at 16 -> 16 (128^2)
+ *   1.12x / 1.13x, 24 -> 32 1.34x / 1.50x, 64 -> 64 at 32^2 1.59x / 1.22x, 128 -> 128 at 32^2
+ *   2.29x / 1.73x. So AVX2 takes the AVX-512 rule: on Zen 2 that leaves 3- and 8-channel convs
+ *   direct at a 5-13% loss (the figures above) where Zen 3 gains 30-37%. */
+#if defined(__AVX512F__) || defined(__AVX2__)
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
 #define WINO_MIN_CO 128
@@ -646,44 +652,38 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
             }
             const int fusable = act == A2R_ACT_NONE || act == A2R_ACT_RELU ||
                                 act == A2R_ACT_LEAKY_RELU;
-            for (int64_t ob = b0; ob < b1; ob++) {
-                const float *wb = wg + ob * g.mr * g.k;
-                const int64_t o0 = ob * g.mr, o1 = A2R_MIN(o0 + g.mr, g.og);
-                const int64_t plane0 = (ni * s->o + gi * g.og + o0) * g.p;
-                tile_out to = {bias ? bias + gi * g.og + o0 : NULL, NULL, NULL, g.p, o1 - o0,
-                               act, alpha};
-                for (int64_t pan = 0; pan < npan; pan++) {
-                    /* a panel of one output row's pixels goes through the epilogue in
-                     * registers, straight into y; the others through the C tile below */
-                    const int64_t yo = fusable ? panel_in_row(&g, p0 + pan * NR, p0 + np) : -1;
-                    const tile_out *o = NULL;
+            /* Panel by panel, every row block of it in turn: the panel's B lines (K rows of NR
+             * floats, spread over the strip) are read from L1 by all blocks, not streamed from
+             * L2 once per block. */
+            for (int64_t pan = 0; pan < npan; pan++) {
+                const int64_t q0 = p0 + pan * NR, q1 = A2R_MIN(q0 + NR, p0 + np);
+                /* a panel of one output row's pixels goes through the epilogue in registers,
+                 * straight into y; the others through the C tile (mr x NR) */
+                const int64_t yo = fusable ? panel_in_row(&g, q0, p0 + np) : -1;
+                const float *bp = g.implicit    ? strip0 + pan * NR
+                                  : pan < full ? xg + q0
+                                               : bt + (g.direct ? 0 : pan * g.k * NR);
+                const int32_t *offp = g.implicit ? off : NULL;
+                const int64_t ldb = g.implicit ? 0 : pan < full ? g.p : NR;
+                for (int64_t ob = b0; ob < b1; ob++) {
+                    const float *wb = wg + ob * g.mr * g.k;
+                    const int64_t o0 = ob * g.mr, o1 = A2R_MIN(o0 + g.mr, g.og);
+                    const int64_t plane0 = (ni * s->o + gi * g.og + o0) * g.p;
                     if (yo >= 0) {
-                        to.y = y + plane0 + yo;
-                        to.res = residual ? residual + plane0 + yo : NULL;
-                        o = &to;
+                        const tile_out to = {bias ? bias + gi * g.og + o0 : NULL,
+                                             residual ? residual + plane0 + yo : NULL,
+                                             y + plane0 + yo, g.p, o1 - o0, act, alpha};
+                        block_kernel(&g, wb, bp, offp, ldb, ct, NR, &to);
+                        continue;
                     }
-                    if (g.implicit) {
-                        block_kernel(&g, wb, strip0 + pan * NR, off, 0, ct + pan * NR, g.nt, o);
-                    } else if (pan < full) {
-                        block_kernel(&g, wb, xg + p0 + pan * NR, NULL, g.p, ct + pan * NR, g.nt,
-                                     o);
-                    } else {
-                        block_kernel(&g, wb, bt + (g.direct ? 0 : pan * g.k * NR), NULL, NR,
-                                     ct + pan * NR, g.nt, o);
-                    }
-                }
-                /* epilogue of the other panels while their C rows are in L1/L2 */
-                for (int64_t pan = 0; pan < npan; pan++) {
-                    const int64_t q0 = p0 + pan * NR, q1 = A2R_MIN(q0 + NR, p0 + np);
-                    if (fusable && panel_in_row(&g, q0, p0 + np) >= 0) continue;
+                    block_kernel(&g, wb, bp, offp, ldb, ct, NR, NULL);
                     for (int64_t o = o0; o < o1; o++) {
                         const int64_t oc = gi * g.og + o, plane = (ni * s->o + oc) * g.p;
                         const float bo = bias ? bias[oc] : 0.0f;
-                        const float *cr = ct + (o - o0) * g.nt; /* column q at cr[q - p0] */
+                        const float *cr = ct + (o - o0) * NR; /* column q at cr[q - q0] */
                         if (!g.implicit) {
-                            epilogue(cr + (q0 - p0), bo,
-                                     residual ? residual + plane + q0 : NULL, act, alpha,
-                                     y + plane + q0, q1 - q0);
+                            epilogue(cr, bo, residual ? residual + plane + q0 : NULL, act,
+                                     alpha, y + plane + q0, q1 - q0);
                             continue;
                         }
                         /* columns q = oy*wq + ox; keep ox < ow, row by row */
@@ -691,10 +691,10 @@ void A2R_KERNEL(a2r_conv2d)(const a2r_conv2d_shape *s, const float *restrict x,
                             const int64_t oy = q / g.wq, ox = q % g.wq;
                             const int64_t len = A2R_MIN(g.wq - ox, q1 - q);
                             const int64_t keep = A2R_MAX(0, A2R_MIN(len, g.ow - ox));
-                            const int64_t yo = plane + oy * g.ow + ox;
+                            const int64_t yoff = plane + oy * g.ow + ox;
                             if (keep > 0)
-                                epilogue(cr + (q - p0), bo, residual ? residual + yo : NULL,
-                                         act, alpha, y + yo, keep);
+                                epilogue(cr + (q - q0), bo, residual ? residual + yoff : NULL,
+                                         act, alpha, y + yoff, keep);
                             q += len;
                         }
                     }
