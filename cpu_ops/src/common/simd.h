@@ -7,7 +7,13 @@
  *            32 zmm; MR = 8 divides the usual channel counts and a k step makes 11 loads for
  *            24 FMAs (12x32 makes 14 for 24). Other counts run in even blocks of fewer rows
  *            (12 = 6 + 6; conv2d/kernel.c).
- *   AVX2     6 x 16: 12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm.
+ *   AVX2     4 x 24: 12 ymm accumulators + 3 B vectors + 1 broadcast = 16 of 16 ymm; a k step
+ *            makes 7 loads for 12 FMAs (6 x 16 made 8), and 16, 24 and 32 channels fill whole
+ *            blocks (6 x 16 padded 16 and 32 to 18 and 36 rows). Zen 3, 1 thread, against 6 x 16
+ *            (tools/compare_builds.py, 4 rounds): 3 -> 16 at 512^2 4.37 -> 3.87 ms, 24 -> 32
+ *            stride 2 at 256^2 4.20 -> 3.67, 32 -> 3 at 256^2 2.65 -> 2.17, Winograd 32 -> 32 at
+ *            128^2 3.21 -> 2.85, 64 -> 64 9.92 -> 9.44; the bundled model's 512^2 conversion
+ *            88.1 -> 82.6 ms (2 threads 47.4 -> 43.5).
  *   NEON     8 x 12 (aarch64): 24 of the 32 q registers accumulate, + 3 B + 1 broadcast (ld1r)
  *            = 28; fused as A2R_MADD is there, so the sums are those of the plain C tile.
  *   SSE2     4 x 8: 8 xmm accumulators + 2 B + 1 broadcast + 1 product (no FMA) = 12 of 16.
@@ -43,8 +49,8 @@ typedef __m512 v_t;
 #include <immintrin.h>
 typedef __m256 v_t;
 #define VL 8
-#define MR 6
-#define NV 2
+#define MR 4
+#define NV 3
 #define v_zero() _mm256_setzero_ps()
 #define v_load(p) _mm256_loadu_ps(p)
 #define v_store(p, v) _mm256_storeu_ps((p), (v))

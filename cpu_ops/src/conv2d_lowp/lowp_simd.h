@@ -15,7 +15,7 @@
  *   avx512      8 x 48 without those units: bf16 widened to fp32 (shift, and) + 2 FMAs; int8
  *               vpmaddubsw + vpmaddwd(1) + vpaddd: 24 + 3 + broadcast + product + ones = 30 of 32.
  *   avx2        4 x 16: 8 ymm accumulators + 2 B + broadcast + product + ones = 13 of 16 (the
- *               fp32 kernel's 6 x 16 would spill with the int8 temporaries).
+ *               fp32 kernel's 12 accumulators would spill with the int8 temporaries).
  *   neon_dot    8 x 12 (aarch64 with the Armv8.2 dot products): 24 q accumulators + 3 B +
  *               broadcast = 28 of 32. int8: sdot (s8 x s8, 4 MACs per lane, int32 sums) on
  *               activations of 0..127, whose bytes read as s8 are the same values; bf16
