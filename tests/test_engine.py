@@ -124,6 +124,19 @@ def test_colour_under_transparent_pixels_does_not_reach_the_visible_ones(engine)
         np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
+def test_bgra_in_any_memory_order(engine):
+    """A BGRA picture in Fortran order (or flipped) converts, and gives style statistics, as
+    its C-ordered copy: the BGR with white under alpha 0 is made in C order (OpenCV wrote
+    into it, and refused the Fortran-ordered copy the fuzz test found)."""
+    bgra = np.dstack([picture((9, 7, 3), seed=11), np.tile([0, 128, 255], 21).reshape(9, 7)])
+    bgra = bgra.astype(np.uint8)
+    for odd in (np.asfortranarray(bgra), bgra[::-1, ::-1]):
+        want = np.ascontiguousarray(odd)
+        np.testing.assert_array_equal(engine.convert(odd), engine.convert(want))
+        for got, ref in zip(engine.style_stats(odd), engine.style_stats(want)):
+            np.testing.assert_array_equal(got, ref)
+
+
 def test_strided_input_and_batch_and_stream(engine):
     big = picture((40, 60, 3), seed=4)
     view = big[::2, ::2]
