@@ -127,10 +127,21 @@ def test_colour_under_transparent_pixels_does_not_reach_the_visible_ones(engine)
 def test_bgra_in_any_memory_order(engine):
     """A BGRA picture in Fortran order (or flipped) converts, and gives style statistics, as
     its C-ordered copy: the BGR with white under alpha 0 is made in C order (OpenCV wrote
-    into it, and refused the Fortran-ordered copy the fuzz test found)."""
+    into it, and refused the Fortran-ordered copy the fuzz test found); and the smallest
+    pictures get their white too (OpenCV's compare took a 1x1 alpha for a scalar)."""
+    from a2r_edge.picture.forward import visible_bgr
+    for shape in ((1, 1), (1, 3), (4, 1), (2, 2)):
+        tiny = np.full(shape + (4,), 9, np.uint8)
+        tiny[..., 3] = 0
+        tiny.flat[-1] = 200   # the last pixel visible
+        want = np.full(shape + (3,), 255, np.uint8)
+        want.reshape(-1, 3)[-1] = 9
+        for order in ("C", "F"):
+            np.testing.assert_array_equal(visible_bgr(tiny.copy(order=order)), want)
     bgra = np.dstack([picture((9, 7, 3), seed=11), np.tile([0, 128, 255], 21).reshape(9, 7)])
     bgra = bgra.astype(np.uint8)
-    for odd in (np.asfortranarray(bgra), bgra[::-1, ::-1]):
+    pixel = np.asfortranarray(bgra[:1, :1])   # 1x1: every order's strides pass as contiguous
+    for odd in (np.asfortranarray(bgra), bgra[::-1, ::-1], pixel):
         want = np.ascontiguousarray(odd)
         np.testing.assert_array_equal(engine.convert(odd), engine.convert(want))
         for got, ref in zip(engine.style_stats(odd), engine.style_stats(want)):

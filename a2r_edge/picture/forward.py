@@ -110,8 +110,9 @@ def visible_bgr(bgra: np.ndarray) -> np.ndarray:
     the nearest visible colour instead was tried: it skews those statistics (25 of 43 alpha
     drawings failed the artefact measures, against 1 with white). Partly transparent pixels
     keep their colour."""
-    # C order whatever bgra's: OpenCV cannot write into the copy of a Fortran-ordered picture
-    bgr = np.ascontiguousarray(bgra[:, :, :3])
+    # a new array in C order whatever bgra's (ascontiguousarray would return a 1x1 view of the
+    # caller's picture, and np.array keeps a Fortran order OpenCV cannot write into)
+    bgr = bgra[:, :, :3].copy(order="C")
     white_under_transparent(bgr, bgra[:, :, 3])
     return bgr
 
@@ -119,10 +120,11 @@ def visible_bgr(bgra: np.ndarray) -> np.ndarray:
 def white_under_transparent(bgr: np.ndarray, alpha: np.ndarray) -> None:
     """In place: white in uint8 BGR ``bgr`` (a view may do) wherever ``alpha`` is 0: OpenCV's
     masked OR with 255. pad_to_stride writes a BGRA frame into its slot so, without a
-    picture-sized copy. 1080p with 30% hidden: 1.35 ms, against 12.6 ms for numpy's maximum
-    with a broadcast 0 / 255 mask (its zero-stride channel axis runs slowly)."""
+    picture-sized copy. 1080p with 30% hidden: 0.70 ms on Zen 3; numpy's maximum with a broadcast
+    0 / 255 mask took 12.6 ms on Zen 4 (its zero-stride channel axis runs slowly)."""
     import cv2
-    cv2.bitwise_or(bgr, (255, 255, 255, 0), dst=bgr, mask=cv2.compare(alpha, 0, cv2.CMP_EQ))
+    # the mask by numpy: cv2.compare(alpha, 0) read a 1x1 alpha as the scalar (a 4x1 mask)
+    cv2.bitwise_or(bgr, (255, 255, 255, 0), dst=bgr, mask=(alpha == 0).view(np.uint8))
 
 
 def finish_layout(img: np.ndarray, out: np.ndarray) -> np.ndarray:
