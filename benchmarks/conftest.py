@@ -55,8 +55,9 @@ def median_time(fn, rounds: int = 15, warmup: int = 2) -> float:
 
 
 def settle(run) -> None:
-    """Runs a native plan until its per-step thread choice is final (model/step_threads.py:
-    measured on the first runs and once more RECHECK runs later), before any peer runs: the
+    """Runs a native plan until its per-step thread choice is settled (model/step_threads.py:
+    measured on the first runs and once more RECHECK runs later; the next measurement comes
+    LATER_RECHECK runs on, after any benchmark's rounds), before any peer runs: the
     comparison is of the steady state a stream or a batch sees, and a peer's pool still
     spinning after its first run cannot make those measurements choose 1 thread."""
     from a2r_edge.model import step_threads

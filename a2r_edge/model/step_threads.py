@@ -9,11 +9,16 @@ N > 1 threads configured, a plan's first runs time every step alternately at N t
 1 (after one warm-up run), and from then on each step runs at N only where its slowest
 sample at N beat its fastest at 1 by MARGIN (a second core that is there in one sample and
 taken in the next makes N threads a gamble; 1 thread is the safe side). That first choice is
-measured once more RECHECK runs later and the second one kept: a plan's first runs often meet
-a passing load (another runtime's pool still spinning after its own run, a pipeline starting
-up; measured: the bundled encoder at 512^2 right after an onnxruntime or OpenVINO run chose 1
-thread for 8-10 of its 13 steps and ran at its 1-thread time, where each convolution is
-1.6-1.9x faster on 2). The kernels split their work by output rows or planes, so the values do
+measured once more RECHECK runs later: a plan's first runs often meet a passing load (another
+runtime's pool still spinning after its own run, a pipeline starting up; measured: the bundled
+encoder at 512^2 right after an onnxruntime or OpenVINO run chose 1 thread for 8-10 of its 13
+steps and ran at its 1-thread time, where each convolution is 1.6-1.9x faster on 2). Every
+later choice is measured again LATER_RECHECK runs on, so that a load passing during a
+measurement costs a stream that many runs, not its life (Zen 3, 2 threads, the encoder at
+512^2: a plan made while a test run was ending kept its two largest convolutions at 1 thread,
+26.1 ms a run against 14.3-15.8 ms for five plans made after it; one settled while another
+process spun on the second core ran every step at 1 thread, 29.9 ms, and 14.9 ms after its
+next measurement). The kernels split their work by output rows or planes, so the values do
 not depend on the choice (tests/test_step_threads.py compares them).
 
 The thread count is the kernels' process-wide setting: a step at 1 thread sets it and the run
@@ -31,9 +36,12 @@ from .. import _kernels
 
 SAMPLES = 2   # timed runs at each count, after one warm-up run
 MARGIN = 0.9  # N threads must take under this fraction of 1 thread's time
-RECHECK = 16  # runs with the first choice before it is measured again (then kept)
-# runs after which a plan's choice is final for its configured count (a warm-up, 2 * SAMPLES
-# measured, RECHECK with the first choice, 2 * SAMPLES measured again, one spare)
+RECHECK = 16  # runs with the first choice before it is measured again
+LATER_RECHECK = 512  # runs with each later choice before it is measured again (4 of them
+#                      measured: about 1% of a stream's runs at most)
+# runs after which a plan's choice is settled for its configured count until LATER_RECHECK
+# runs on (a warm-up, 2 * SAMPLES measured, RECHECK with the first choice, 2 * SAMPLES
+# measured again, one spare)
 SETTLE_RUNS = RECHECK + 4 * SAMPLES + 2
 
 
@@ -45,15 +53,16 @@ class StepThreads:
         self.choice: dict[int, list[int]] = {}     # configured N -> threads per step
         self._runs: dict[int, int] = {}            # configured N -> runs measured so far
         self._time: dict[int, list] = {}   # N -> per step ([times at N], [times at 1])
-        self._kept: dict[int, int] = {}    # N -> runs since its first choice (None: final)
+        self._kept: dict[int, int] = {}    # N -> runs with its current choice
+        self._choices: dict[int, int] = {}  # N -> choices measured so far
 
     def run(self) -> None:
         n = _kernels.num_threads()
         chosen = self.choice.get(n)
-        if chosen is not None and self._kept.get(n) is not None:
-            self._kept[n] += 1
-            if self._kept[n] > RECHECK:   # measure again (no warm-up), keep that choice
-                self._kept[n], self._runs[n], chosen = None, 1, None
+        if chosen is not None:   # (a choice given from outside counts as a first one)
+            self._kept[n] = self._kept.get(n, 0) + 1
+            if self._kept[n] > (RECHECK if self._choices.get(n, 1) == 1 else LATER_RECHECK):
+                self._runs[n], chosen = 1, None   # measure again, no warm-up
                 del self.choice[n]
         if n == 1 or (chosen is not None and min(chosen, default=n) == n):
             for step in self.steps:
@@ -98,7 +107,8 @@ class StepThreads:
             self.choice[n] = [n if max(many, default=inf) < MARGIN * min(one, default=inf)
                               else 1 for many, one in times]
             del self._time[n]
-            self._kept.setdefault(n, 0)   # the first choice: counted towards its recheck
+            self._kept[n] = 0
+            self._choices[n] = self._choices.get(n, 0) + 1
 
     def describe(self) -> str:
         """One line: the measured choice per configured thread count."""
