@@ -54,14 +54,14 @@ class StepThreads:
         self._runs: dict[int, int] = {}            # configured N -> runs measured so far
         self._time: dict[int, list] = {}   # N -> per step ([times at N], [times at 1])
         self._kept: dict[int, int] = {}    # N -> runs with its current choice
-        self._choices: dict[int, int] = {}  # N -> choices measured so far
+        self._recheck: dict[int, int] = {}  # N -> runs after which it is measured again
 
     def run(self) -> None:
         n = _kernels.num_threads()
         chosen = self.choice.get(n)
         if chosen is not None:   # (a choice given from outside counts as a first one)
             self._kept[n] = self._kept.get(n, 0) + 1
-            if self._kept[n] > (RECHECK if self._choices.get(n, 1) == 1 else LATER_RECHECK):
+            if self._kept[n] > self._recheck.get(n, RECHECK):
                 self._runs[n], chosen = 1, None   # measure again, no warm-up
                 del self.choice[n]
         if n == 1 or (chosen is not None and min(chosen, default=n) == n):
@@ -108,7 +108,7 @@ class StepThreads:
                               else 1 for many, one in times]
             del self._time[n]
             self._kept[n] = 0
-            self._choices[n] = self._choices.get(n, 0) + 1
+            self._recheck[n] = LATER_RECHECK if n in self._recheck else RECHECK
 
     def describe(self) -> str:
         """One line: the measured choice per configured thread count."""
