@@ -1,7 +1,9 @@
 """ops.Conv2d (weights prepacked, out= reused) beside onnxruntime Conv (one session per shape,
 intra_op_num_threads = threads, no spinning), in GFLOP/s and as % of the measured FMA peak.
 
-flops = 2 * O * (C/groups) * kh * kw * OH * OW * N. The FMA peak is the native roofline loop
+flops = 2 * O * (C/groups) * kh * kw * OH * OW * N; test_conv2d_layer times the bundled encoder's
+first three layers (C -> O, stride 1 or 2, fp32: where it stands against onnxruntime per layer,
+docs/architecture.md "The AVX2 level on Zen 3"). The FMA peak is the native roofline loop
 (measure.fma_peak: independent vector FMAs on registers) timed here at the same thread count.
 """
 
@@ -60,3 +62,27 @@ def test_conv2d(benchmark, threads, case):
     print(f"\nconv2d {row['case']} {threads}thr: {row['gflops']:.1f} GFLOP/s = "
           f"{row['of_peak']:.0%} of the {peak / 1e9:.0f} GFLOP/s FMA peak; "
           f"onnxruntime {flops / row['peer_ms'] / 1e6:.1f} GFLOP/s; ratio {row['speedup']:.2f}")
+
+
+# The bundled encoder's first layers (C, O, input side, stride): 3x3 pad 1, leaky relu fused as
+# the executor runs them.
+LAYERS = [(3, 16, 512, 1), (16, 24, 512, 2), (24, 32, 256, 2)]
+
+
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda v: f"c{v[0]}_o{v[1]}_{v[2]}px_s{v[3]}")
+def test_conv2d_layer(benchmark, threads, layer):
+    c, o, hw, stride = layer
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    conv = ops.Conv2d(w, b, stride=stride, pad=1, activation="leaky_relu", alpha=0.2)
+    out = conv(x)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], pads=[1] * 4, strides=[stride] * 2),
+             helper.make_node("LeakyRelu", ["t"], ["y"], alpha=0.2)]
+    sess = single_op_session(nodes, {"w": w, "b": b}, threads).session
+    np.testing.assert_allclose(out, sess.run(None, {"x": x})[0], rtol=1e-3, atol=1e-3)
+    side = (hw - 1) // stride + 1
+    compare(benchmark, lambda: conv(x, out=out), lambda: sess.run(None, {"x": x}),
+            op="conv2d", case=f"{c}->{o} {hw}^2 3x3 s{stride} leaky", threads=threads,
+            peer_name="onnxruntime Conv+LeakyRelu", flops=2 * o * c * 9 * side * side)
