@@ -19,6 +19,12 @@ def test_stale_temporaries_are_found_by_name(tmp_path):
     tmp = files.private_temp(out)
     (tmp_path / "other.png").write_bytes(b"")
     assert files.stale_temps(out) == [tmp]
+    video = tmp_path / "clip.mp4"                      # the video writer's own extension
+    part = files.private_temp(video, ".part.mp4")
+    assert files.stale_temps(video) == [part]
+    a = tmp_path / "a.png"                             # not another output's temporaries
+    files.private_temp(tmp_path / "a.png.png")
+    assert files.stale_temps(a) == []
 
 
 def test_a_failed_json_write_leaves_no_temporary_file(tmp_path):
