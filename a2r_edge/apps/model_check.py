@@ -192,9 +192,10 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> No
                            f"{db:.1f} dB against fp32"
                            f"{f' (guard {guard:.0f} dB)' if guard else ''}")
                 print(f"  {label} at {entry['precision']}: {quality}: {entry['reason']}")
-            # past the runs that measure each step's thread count (every other one at 1 thread)
+            # past the runs that measure each step's thread count (every other one at 1 thread;
+            # at 1 thread nothing is measured)
             native = _median_ms(lambda: timed.run_many({name: x}), args.runs,
-                                warmup=SETTLE_RUNS)
+                                warmup=SETTLE_RUNS if threads > 1 else 1)
             if args.profile:
                 plan = timed.plan_for({name: x.shape})
                 steps = step_times(plan, args.runs)
