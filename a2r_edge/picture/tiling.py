@@ -256,8 +256,8 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
         if stage.kind == "onnx" and whole and forward.variant is not None:
             path = str(stage.params["file"])
             st = os.stat(path)
-            norms, pieces, skipped = _statistics_of(path, (st.st_ino, st.st_size,
-                                                           st.st_mtime_ns))
+            graph, norms, pieces, skipped = _statistics_of(path, (st.st_ino, st.st_size,
+                                                                  st.st_mtime_ns))
             if skipped:
                 name, why = next(iter(skipped.items()))
                 warnings.warn(f"stage {stage.name!r}: {len(skipped)} node(s) taking statistics "
@@ -265,7 +265,7 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
                               f"{why}); the tiled result differs from an untiled one",
                               RuntimeWarning, stacklevel=2)
             if norms:
-                _add_pieces(passes, forward, stage, whole_stats.load(path), pieces)
+                _add_pieces(passes, forward, stage, graph, pieces)
                 continue
         content = None
         if stage.kind == "adain" and whole:
@@ -277,16 +277,17 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
         passes.add(run_stage, reads_slot=True)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=4)   # (each entry holds a model's weights)
 def _statistics_of(path: str, version: tuple) -> tuple:
-    """(the statistic nodes tiles can be given, the pieces they cut the graph into, {node:
-    why} of the statistics they cannot be given) of an ONNX stage file (``whole_stats``; shape
-    inference at two sizes), once per file version (inode, size, mtime)."""
+    """(the loaded graph, left unchanged: ``piece_graph`` copies from it; the statistic nodes
+    tiles can be given, the pieces they cut the graph into, {node: why} of the statistics they
+    cannot be given) of an ONNX stage file (``whole_stats``; shape inference at two sizes),
+    once per file version (inode, size, mtime): not read again for every tiled picture."""
     graph = whole_stats.load(path)
     types, sized = whole_stats.value_types(graph), whole_stats.picture_sized(graph)
     norms, skipped = whole_stats.statistic_nodes(graph, types, sized)
     skipped.update(whole_stats.picture_wide_nodes(graph, {n.index for n in norms}, sized))
-    return norms, whole_stats.pieces(graph, norms, types) if norms else [], skipped
+    return graph, norms, whole_stats.pieces(graph, norms, types) if norms else [], skipped
 
 
 def _add_pieces(passes: _Passes, forward, stage, graph, pieces) -> None:
