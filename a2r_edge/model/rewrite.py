@@ -48,6 +48,7 @@ import dataclasses
 import numpy as np
 
 from .graph import Node
+from .ops.tensor import transpose_perm
 from .specialise import Placement, Specialised, place
 
 _F32 = np.float32
@@ -239,7 +240,7 @@ def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[lis
             kept.append(n)
             producer.update((t, n) for t in n.outputs if t)
             continue
-        perm = _perm_of(firsts[0], len(shapes[firsts[0].outputs[0]]))
+        perm = transpose_perm(firsts[0], len(shapes[firsts[0].outputs[0]]))
         source = {f.outputs[0]: f.inputs[0] for f in firsts}
         y = n.outputs[0]
         before = f"{y}::before_transpose"
@@ -261,11 +262,6 @@ def _scalar_const(consts: dict, t: str) -> bool:
     return t in consts and np.size(consts[t]) == 1
 
 
-def _perm_of(t: Node, rank: int) -> list[int]:
-    perm = t.attrs.get("perm")
-    return [int(v) for v in perm] if perm is not None else list(range(rank))[::-1]
-
-
 def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> list:
     """The Transposes (one perm) ``n`` may read past, or []: ``_sink_transposes``' rule."""
     if len(n.outputs) != 1 or not n.outputs[0] or shapes.get(n.outputs[0]) is None:
@@ -284,7 +280,7 @@ def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> list
            or shapes.get(t) != shapes[n.outputs[0]] for f, t in zip(firsts, data)):
         return []
     rank = len(shapes[n.outputs[0]])
-    if len({tuple(_perm_of(f, rank)) for f in firsts}) != 1 or len(set(data)) != len(data):
+    if len({tuple(transpose_perm(f, rank)) for f in firsts}) != 1 or len(set(data)) != len(data):
         return []
     return firsts
 
@@ -302,7 +298,7 @@ def _same_as(n: Node, consts: dict, shapes: dict, producer: dict) -> str | None:
         if first is None or first.op != "Transpose" or shapes.get(src) is None:
             return None
         rank = len(shapes[src])
-        p, q = _perm_of(first, rank), _perm_of(n, rank)
+        p, q = transpose_perm(first, rank), transpose_perm(n, rank)
         return first.inputs[0] if [p[i] for i in q] == list(range(rank)) else None
     if shapes.get(n.outputs[0]) is not None and shapes.get(n.outputs[0]) == shapes.get(src) \
             and _copies_whole(n, consts):
@@ -725,8 +721,8 @@ def _gelu_pattern(c: _Ctx, end: Node, count: Rewrites):
 
 def _clip_pattern(c: _Ctx, outer: Node, count: Rewrites):
     """Min(Max(x, lo), hi) or Max(Min(x, hi), lo), lo <= hi scalar constants, the inner result
-    read once (tf.clip_by_value through tf2onnx): one Clip (one pass; fusion may give it to
-    the Conv before)."""
+    read once (tf.clip_by_value through tf2onnx): one Clip, one pass instead of two (it is not
+    fused into a Conv's epilogue, which takes Relu, LeakyRelu and SiLU only)."""
     inner_op = "Max" if outer.op == "Min" else "Min"
     if len(outer.inputs) != 2:   # Min and Max take 1 to n inputs
         return None

@@ -83,14 +83,14 @@ def _needs_padding(g):
     return any(g["pb"]) or any(g["pe_ext"])
 
 
-def _native(node, x_shape):
+def _native(x_shape):
     """2-D MaxPool and AveragePool run on the native kernels (no padded copy)."""
     return len(x_shape) == 4
 
 
 def _scratch(node, shapes, graph):
     x = shapes[node.inputs[0]]
-    if _native(node, x):
+    if _native(x):
         return []
     g = pool_geometry(node, x)
     return [_padded_shape(x, g)] if _needs_padding(g) else []
@@ -151,7 +151,7 @@ def _build_native(node, x, y, kind):
 def _window_builder(kind):
     def build(node, graph, shapes, view, scratch):
         x = view(node.inputs[0])
-        if _native(node, x.shape):
+        if _native(x.shape):
             return _build_native(node, x, view(node.outputs[0]), kind)
         return _pool(node, view(node.inputs[0]), view(node.outputs[0]),
                      scratch[0] if scratch else None, kind)

@@ -105,7 +105,9 @@ def _d2s(n, inputs):
 
 # --- Transpose, Expand ------------------------------------------------------------------------
 
-def _perm(node, rank):
+def transpose_perm(node, rank: int) -> list[int]:
+    """A Transpose node's checked permutation of ``rank`` axes (reversed when it has none),
+    negative entries counted from the end."""
     perm = node.attrs.get("perm")
     perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(p % rank if rank else p for p in perm) != list(range(rank)):
@@ -126,7 +128,7 @@ def _transpose_build(node, graph, shapes, view, scratch):
     an NHWC (1, 516, 516, 64) map to NCHW took 97-104 ms, its slices 19-24 ms. Others (the
     last axis kept, as attention's head splits; NCHW -> NHWC) in numpy's one copy."""
     x, y = view(node.inputs[0]), view(node.outputs[0])
-    perm = _perm(node, x.ndim)
+    perm = transpose_perm(node, x.ndim)
     src = x.transpose(perm)
     free = [k for k in range(y.ndim - 1) if perm[k] != x.ndim - 1 and y.shape[k] > 1
             and y.size // y.shape[k] >= _SLICE]
@@ -339,9 +341,9 @@ def _gather(node, inputs):
 register(OpSpec("Constant", _constant_shapes, _not_planned, _constant))
 register(OpSpec("Concat", _concat_shapes, _build_concat, _concat))
 register(OpSpec("DepthToSpace", _d2s_shapes, _build_d2s, _d2s))
-register(OpSpec("Transpose", lambda n, s, g: [tuple(s[0][p] for p in _perm(n, len(s[0])))],
+register(OpSpec("Transpose", lambda n, s, g: [tuple(s[0][p] for p in transpose_perm(n, len(s[0])))],
                 _transpose_build,
-                lambda n, i: [np.ascontiguousarray(i[0].transpose(_perm(n, i[0].ndim)))]))
+                lambda n, i: [np.ascontiguousarray(i[0].transpose(transpose_perm(n, i[0].ndim)))]))
 register(OpSpec("Expand", lambda n, s, g: [_expand_target(n, s[0], plan_consts(n, g))],
                 copy_build(_expanded),
                 lambda n, i: [np.broadcast_to(i[0], _expand_target(n, i[0].shape, given(i)))
