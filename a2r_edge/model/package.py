@@ -36,6 +36,7 @@ the picture guided by the input's luma, y = base + detail * (y - base)).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime import files
 from . import conventions
 
 FORMAT = "a2r_edge.model/1"
@@ -84,6 +86,14 @@ class ModelPackage:
 
 
 def sha256_of(path: Path) -> str:
+    """The hex SHA-256 of the file at ``path``, read once per file version (``files.version``):
+    an Engine asks for its stages' digests several times (plan figures, calibration, stored
+    precision choices)."""
+    return _sha256(os.fspath(path), files.version(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, version: tuple) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import warnings
 
 import numpy as np
@@ -48,6 +47,7 @@ import numpy as np
 from .. import _settings, ops
 from .._settings import MemoryLimitError
 from ..model import whole_stats
+from ..runtime import files
 from . import stages
 from .forward import Slot, finish_layout, output_window, pad_to_stride, to_pixels
 
@@ -255,9 +255,7 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
     for j, stage in enumerate(forward.model.stages):
         if stage.kind == "onnx" and whole and forward.variant is not None:
             path = str(stage.params["file"])
-            st = os.stat(path)
-            graph, norms, pieces, skipped = _statistics_of(path, (st.st_ino, st.st_size,
-                                                                  st.st_mtime_ns))
+            graph, norms, pieces, skipped = _statistics_of(path, files.version(path))
             if skipped:
                 name, why = next(iter(skipped.items()))
                 warnings.warn(f"stage {stage.name!r}: {len(skipped)} node(s) taking statistics "
@@ -282,7 +280,7 @@ def _statistics_of(path: str, version: tuple) -> tuple:
     """(the loaded graph, left unchanged: ``piece_graph`` copies from it; the statistic nodes
     tiles can be given, the pieces they cut the graph into, {node: why} of the statistics they
     cannot be given) of an ONNX stage file (``whole_stats``; shape inference at two sizes),
-    once per file version (inode, size, mtime): not read again for every tiled picture."""
+    once per file version (``files.version``): not read again for every tiled picture."""
     graph = whole_stats.load(path)
     types, sized = whole_stats.value_types(graph), whole_stats.picture_sized(graph)
     norms, skipped = whole_stats.statistic_nodes(graph, types, sized)

@@ -35,6 +35,13 @@ def not_a_file(path: Path, wanted: str) -> str | None:
     return None if stat.S_ISREG(mode) else f"{file_kind(mode)}, not a {wanted}"
 
 
+def version(path) -> tuple:
+    """(inode, size, modification time in ns) of ``path``: the key of a cache of what a file
+    holds (a rewritten or replaced file gets a new one)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def make_folder(folder: Path) -> None:
     """Creates ``folder`` and its missing parents (the place an output goes); ValueError in one
     line when it cannot, naming the part of the path that is a file."""
