@@ -97,6 +97,9 @@ def statistic_nodes(proto, types: dict | None = None,
 # Ops whose result at a pixel depends on values at other pixels along the axes they reduce or
 # normalise over: (op, the axes of their first input, given its rank and the node).
 def _reduced_axes(node, rank: int, consts: dict) -> list[int] | None:
+    """The axes ``node`` reduces or normalises over (None: not such a node, or axes computed at
+    run time); consts: ``constants`` (a Reduce's axes input from opset 18, read alone)."""
+    from onnx import numpy_helper
     attrs = {a.name: a for a in node.attribute}
 
     def ints(name, default):
@@ -112,7 +115,7 @@ def _reduced_axes(node, rank: int, consts: dict) -> list[int] | None:
             axes = consts.get(node.input[1])
             if axes is None:
                 return None   # computed at run time: cannot tell
-            axes = [int(v) for v in axes.reshape(-1)]
+            axes = [int(v) for v in numpy_helper.to_array(axes).reshape(-1)]
         if not axes:
             return [] if one("noop_with_empty_axes", 0) else list(range(rank))
         return axes
@@ -174,8 +177,7 @@ def picture_wide_nodes(proto, fixable=(), sized: dict | None = None) -> dict[str
     (tf2onnx's GroupNorm and LayerNorm as NHWC ReduceMean chains, attention over pixels). A
     node whose input's shape inference cannot tell is not listed. sized: ``picture_sized``
     (computed when not given)."""
-    from onnx import numpy_helper
-    consts = {k: numpy_helper.to_array(v) for k, v in constants(proto).items()}
+    consts = constants(proto)
     sized = picture_sized(proto) if sized is None else sized
     found = {}
     for i, node in enumerate(proto.graph.node):
@@ -194,22 +196,14 @@ def _spatial_mean(node, sized: dict, consts: dict) -> bool:
     map, ``picture_sized``; not an NHWC one or attention's (N, heads, pixels, d)): its result
     is the per-channel mean (N, C, 1, 1) that tiles can be given. consts: ``constants`` (the
     axes input from opset 18)."""
-    from onnx import numpy_helper
     if node.op_type not in ("ReduceMean", "GlobalAveragePool") \
             or sized.get(node.input[0]) != [False, False, True, True]:
         return False
-    if node.op_type == "GlobalAveragePool":   # torch's AdaptiveAvgPool2d(1): the same mean
-        return True
-    attrs = {a.name: a for a in node.attribute}
-    if "keepdims" in attrs and attrs["keepdims"].i == 0:
+    if any(a.name == "keepdims" and a.i == 0 for a in node.attribute):
         return False
-    if "axes" in attrs:
-        axes = list(attrs["axes"].ints)
-    elif len(node.input) > 1 and node.input[1] in consts:
-        axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
-    else:
-        return False
-    return sorted(int(a) % 4 for a in axes) == [2, 3]
+    # a GlobalAveragePool (torch's AdaptiveAvgPool2d(1)) reduces axes 2 and 3 too
+    axes = _reduced_axes(node, 4, consts)
+    return axes is not None and sorted(a % 4 for a in axes) == [2, 3]
 
 
 def pieces(proto, norms: list[Norm] | None = None, types: dict | None = None) -> list[Piece]:
