@@ -213,3 +213,18 @@ def test_damaged_exif_blocks_leave_the_picture_as_stored():
             assert pio.exif_orientation(memoryview(data)) == 1
             stored = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
             np.testing.assert_array_equal(decode(data), stored)
+
+
+@pytest.mark.parametrize("channels", [(), (1,), (3,), (4,)])
+def test_orient_matches_numpy_and_keeps_the_channel_axis(channels):
+    """io.orient against numpy's flips and transpose for every EXIF orientation, a one-channel
+    (H, W, 1) picture included (OpenCV alone returns it as (H, W))."""
+    from a2r_edge.picture.io import orient
+    img = np.arange(6 * (channels[0] if channels else 1), dtype=np.uint8).reshape((2, 3) + channels)
+    for o in range(1, 9):
+        want = np.swapaxes(img, 0, 1) if o >= 5 else img
+        want = want[::-1] if o in (3, 4, 7, 8) else want
+        want = want[:, ::-1] if o in (2, 3, 6, 7) else want
+        got = orient(img, o)
+        assert got.shape == want.shape and got.flags.c_contiguous, o
+        np.testing.assert_array_equal(got, want)
