@@ -60,6 +60,19 @@ def test_two_writers_to_one_output_get_their_own_temporary_files(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_finished_video_gets_a_new_files_mode(tmp_path):
+    """Closing renames through files.publish: the 0600 temporary becomes a new file's mode."""
+    import stat
+
+    from a2r_edge.runtime import files
+    w = video.AtomicVideoWriter(tmp_path / "out.avi", 10.0, (16, 16))
+    for _ in range(3):
+        w.write(np.zeros((16, 16, 3), np.uint8))
+    w.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["out.avi"]
+    assert stat.S_IMODE((tmp_path / "out.avi").stat().st_mode) == files.FILE_MODE
+
+
 @pytest.mark.parametrize("how", ["same path", "other spelling", "hard link"])
 def test_output_that_is_the_input_is_refused(tmp_path, package, how):
     src = tmp_path / "in.avi"

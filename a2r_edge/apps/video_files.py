@@ -11,7 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..runtime.files import FILE_MODE, private_temp
+from ..runtime.files import private_temp, publish
 
 # Codecs per output container, the first the installed OpenCV can write wins. H.264 (avc1) plays
 # everywhere, but OpenCV's pip wheels carry no H.264 encoder (then MPEG-4 Part 2, mp4v, which
@@ -120,8 +120,7 @@ class AtomicVideoWriter:
                 raise OSError(f"output {self.path}: the written video holds {found} of "
                               f"{self.frames} frames (disk full or a failed write?); "
                               f"nothing written")
-            os.chmod(self.tmp, FILE_MODE)
-            os.replace(self.tmp, self.path)
+            publish(self.tmp, self.path)
         except BaseException:
             self.tmp.unlink(missing_ok=True)
             raise

@@ -103,15 +103,26 @@ def write_atomic(path: Path, data: bytes) -> None:
         with open(tmp, "r+b") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
             written = os.fstat(f.fileno()).st_size
         if written != len(data):
             raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Put the complete temporary file ``tmp`` (``private_temp``) in ``path``'s place: flushed
+    to the disk first (a crash after the rename leaves the whole file, not an empty one), given
+    the mode a new file gets, then renamed in one step. The caller removes ``tmp`` on error."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, FILE_MODE)
+    os.replace(tmp, path)
 
 
 def write_json(path, data: dict) -> None:
