@@ -138,7 +138,7 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
         keep_bytes = _settings.get("A2R_MEMORY_MB") << 20
     passes = _Passes(forward, bgr, [(r, c) for r in rows for c in cols], keep_bytes)
     try:
-        acc = _run_tiles(forward, passes, stats, hp, wp, band, model)
+        acc = _run_tiles(forward, passes, stats, hp, wp, band)
     except MemoryLimitError as exc:   # the plans' words name tile shapes
         raise MemoryLimitError(
             f"even in tiles of {tile} pixels (plus {margin} on each side) model "
@@ -149,8 +149,9 @@ def convert_tiled(forward, img: np.ndarray, tile: int, stats=None,
     return finish_layout(img, out[oy:oy + oh, ox:ox + ow])
 
 
-def _run_tiles(forward, passes, stats, hp: int, wp: int, band: float, model) -> np.ndarray:
+def _run_tiles(forward, passes, stats, hp: int, wp: int, band: float) -> np.ndarray:
     """The tiles through every pass, their outputs feathered into one (1, 3, H', W') sum."""
+    model = forward.model
     with forward.lock:
         _add_stages(passes, forward, stats, whole=len(passes.tiles) > 1)
         acc = None
