@@ -28,6 +28,7 @@ Manifest fields (all optional)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import tempfile
 from pathlib import Path
@@ -112,26 +113,43 @@ def with_layouts(conv: Conventions, onnx_path) -> Conventions:
     """``conv`` with the layouts it does not state read from the model's declared input and
     output shapes (``declared_layout``; NCHW when the input does not say, the output as the
     input when it does not). ValueError when a stated layout is not the declared one."""
+    try:
+        ends = _declared_ends(str(onnx_path), files.version(onnx_path))
+    except OSError:
+        ends = None
+    if ends is None:   # not a model: the loader says so, in its words, later
+        return conv
+    for what, stated, (found, name, dims) in zip(
+            ("layout (--layout)", "output_layout (--output-layout)"),
+            (conv.layout, conv.out_layout), ends):
+        if stated is not None and found is not None and stated != found:
+            raise ValueError(f"{what} {stated} given, but the network declares {name!r} "
+                             f"with shape {dims}: {found}")
+    layout = conv.layout or ends[0][0] or "NCHW"
+    return dataclasses.replace(conv, layout=layout, out_layout=conv.out_layout or ends[1][0]
+                               or layout)
+
+
+@functools.lru_cache(maxsize=16)
+def _declared_ends(path: str, version: tuple) -> tuple | None:
+    """((layout or None, name, dims) of the input, the same of the first output) a model file
+    declares, read once per file version (an Engine and its package ask again); None when it
+    does not load."""
     import onnx
     try:
-        g = onnx.load(str(onnx_path), load_external_data=False).graph
-    except Exception:  # noqa: BLE001  (not a model: the loader says so, in its words, later)
-        return conv
+        g = onnx.load(path, load_external_data=False).graph
+    except Exception:  # noqa: BLE001
+        return None
     inits = {t.name for t in g.initializer}
     inputs = [vi for vi in g.input if vi.name not in inits]
-    declared = [declared_layout(inputs[0]) if len(inputs) == 1 else None,
-                declared_layout(g.output[0]) if g.output else None]
-    for what, stated, found, vi in zip(("layout (--layout)", "output_layout (--output-layout)"),
-                                       (conv.layout, conv.out_layout), declared,
-                                       (inputs[0] if inputs else None,
-                                        g.output[0] if g.output else None)):
-        if stated is not None and found is not None and stated != found:
-            dims = [d.dim_value or d.dim_param or "?" for d in vi.type.tensor_type.shape.dim]
-            raise ValueError(f"{what} {stated} given, but the network declares {vi.name!r} "
-                             f"with shape {dims}: {found}")
-    layout = conv.layout or declared[0] or "NCHW"
-    return dataclasses.replace(conv, layout=layout,
-                               out_layout=conv.out_layout or declared[1] or layout)
+
+    def end(vi, known: bool):
+        if vi is None:
+            return None, None, None
+        dims = [d.dim_value or d.dim_param or "?" for d in vi.type.tensor_type.shape.dim]
+        return (declared_layout(vi) if known else None), vi.name, dims
+    return (end(inputs[0] if inputs else None, len(inputs) == 1),
+            end(g.output[0] if g.output else None, True))
 
 
 def adapt(onnx_path: Path, conv: Conventions) -> Path:
