@@ -11,6 +11,7 @@ cdef extern from "a2r_runtime.h" nogil:
     int a2r_set_num_threads(int n) noexcept
     int a2r_num_threads() noexcept
     int a2r_openmp_enabled() noexcept
+    int64_t a2r_set_stream_min_bytes(int64_t nbytes) noexcept
 
 
 cdef extern from "a2r_kernels.h" nogil:
@@ -106,6 +107,11 @@ def num_threads():
 
 def openmp_enabled():
     return bool(a2r_openmp_enabled())
+
+def set_stream_min_bytes(int64_t nbytes):
+    """Outputs of at least nbytes take streaming stores (<= 0: none); returns the previous
+    threshold."""
+    return a2r_set_stream_min_bytes(nbytes)
 
 
 # --- ops (arrays flattened to 1-D by the caller where the layout allows) ---------------------------

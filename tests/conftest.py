@@ -31,6 +31,18 @@ def threads(request):
         yield n
 
 
+@pytest.fixture(params=[False, True], ids=["cached", "streamed"])
+def stores(request):
+    """Both ways a norm writes its output: plain stores, and the streaming stores it takes where
+    its footprint reaches the last-level cache (forced here on small arrays)."""
+    from a2r_edge import _kernels
+    old = _kernels.set_stream_min_bytes(1 if request.param else 0)
+    try:
+        yield request.param
+    finally:
+        _kernels.set_stream_min_bytes(old)
+
+
 @pytest.fixture
 def native(isa, threads):
     """The option matrix in one fixture: (isa level, thread count)."""

@@ -68,7 +68,7 @@ def test_tiles_share_whole_picture_stats(native, rng, crop):
     np.testing.assert_allclose(tile, whole[:, :, crop[0], crop[1]], **ELEMENTWISE)
 
 
-def test_out_and_in_place(native, rng):
+def test_out_and_in_place(native, stores, rng):
     x = (rng.standard_normal((2, 3, 200, 201)) + 4).astype(np.float32)
     sm, ss = _style(rng, 2, 3, False)
     want = ref.adain(x, sm, ss)
@@ -83,7 +83,24 @@ def test_out_and_in_place(native, rng):
     np.testing.assert_allclose(x, want, **REDUCTION)
 
 
-def test_silu_epilogue(native, rng):
+@pytest.mark.parametrize("skew", [0, 1, 5, 15])
+def test_streamed_equals_cached_at_any_alignment(native, rng, skew):
+    """Streaming stores (an op filling the last-level cache) write exactly what plain stores do,
+    wherever the output starts against the vector size: plain stores before the first aligned
+    vector and after the last, each plane's blocks aligned after its first."""
+    x = (rng.standard_normal((1, 3, 97, 101)) + 1).astype(np.float32)
+    sm, ss = _style(rng, 1, 3, False)
+    want = ops.adain(x, sm, ss)
+    old = _kernels.set_stream_min_bytes(1)
+    try:
+        out = np.empty(x.size + 16, np.float32)[skew:skew + x.size].reshape(x.shape)
+        ops.adain(x, sm, ss, out=out)
+    finally:
+        _kernels.set_stream_min_bytes(old)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_silu_epilogue(native, stores, rng):
     """A2R_ACT_SILU fused into the apply (the kernel entry; ops.adain does not expose it)."""
     x = (rng.standard_normal((1, 3, 300, 257)) * 2).astype(np.float32)
     sm, ss = _style(rng, 1, 3, False)
@@ -102,7 +119,7 @@ ACTS = {"relu": (2, lambda v, a: np.where(v > 0, v, np.float32(0))),
 @pytest.mark.parametrize("given", [False, True], ids=["own_stats", "given_stats"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 7), (2, 3, 13, 17), (1, 3, 300, 257)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_relu_epilogues(native, rng, shape, given, act, alpha):
+def test_relu_epilogues(native, stores, rng, shape, given, act, alpha):
     """A2R_ACT_RELU / A2R_ACT_LEAKY_RELU fused into the apply (executor: InstanceNorm + Relu /
     LeakyRelu), on every ISA level and thread count; the 300x257 planes are split across
     threads. alpha is ignored by relu (1.5 checks that)."""
@@ -128,7 +145,7 @@ def test_relu_epilogues(native, rng, shape, given, act, alpha):
 @pytest.mark.parametrize("given", [False, True], ids=["own_stats", "given_stats"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 7), (2, 3, 13, 17), (1, 3, 300, 257)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_residual_epilogue(native, rng, shape, given):
+def test_residual_epilogue(native, stores, rng, shape, given):
     """A residual added before the activation (executor: InstanceNorm + Add), on every ISA level
     and thread count, out of place and in place on the residual or on x."""
     n, c = shape[:2]

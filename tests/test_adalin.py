@@ -56,7 +56,7 @@ def test_constant_sample_maps_to_beta(native):
     np.testing.assert_array_equal(y[0, 1], -1.0)
 
 
-def test_out_and_in_place(native, rng):
+def test_out_and_in_place(native, stores, rng):
     x = (rng.standard_normal((2, 3, 200, 201)) + 4).astype(np.float32)
     p = _params(rng, 2, 3)
     want = ref.adalin(x, *p)
@@ -75,7 +75,7 @@ ACTS = {1: lambda v, a: ref.silu(v), 2: lambda v, a: np.maximum(v, np.float32(0)
 @pytest.mark.parametrize("code", sorted(ACTS))
 @pytest.mark.parametrize("shape", [(1, 3, 13, 17), (2, 4, 300, 257)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_activation_epilogues(native, rng, shape, code):
+def test_activation_epilogues(native, stores, rng, shape, code):
     """The fused activation (executor: AdaLIN + Relu); the kernel entry, in place."""
     n, c = shape[:2]
     x = (rng.standard_normal(shape) * 2 + 0.3).astype(np.float32)

@@ -96,6 +96,19 @@ def test_threads_setting_and_default():
             cpu.set_num_threads(bad)
 
 
+def test_streaming_threshold_is_the_last_level_cache():
+    """Set at import from sysfs: an op whose input and output fill the largest cache streams."""
+    assert cpu.stream_min_bytes({"L1d": 32 << 10, "L2": 1 << 20, "L3": 32 << 20}) == 32 << 20
+    assert cpu.stream_min_bytes({"L1d": 32 << 10, "L2": 4 << 20}) == 4 << 20
+    assert cpu.stream_min_bytes(None) == 0
+    now = _kernels.set_stream_min_bytes(0)              # 0: never, read back as INT64_MAX
+    try:
+        assert _kernels.set_stream_min_bytes(now) == 2 ** 63 - 1
+    finally:
+        _kernels.set_stream_min_bytes(now)
+    assert now == (cpu.stream_min_bytes(threads.cache_sizes()) or 2 ** 63 - 1)
+
+
 @pytest.mark.parametrize("name,value", [("A2R_MAX_ISA", "sse9"), ("A2R_NUM_THREADS", "0"),
                                         ("A2R_NUM_THREADS", "two")])
 def test_bad_setting_is_one_line_and_exit_2(name, value):

@@ -1,8 +1,10 @@
 """The native CPU backend: ISA level and thread count of the kernels in ``a2r_edge._kernels``.
 
 At import the best ISA level this CPU and OS support is chosen (capped by ``A2R_MAX_ISA``) and the
-thread count is set from ``A2R_NUM_THREADS`` (default: physical cores within the cgroup quota).
-Tests and benchmarks switch both with the ``using_isa`` / ``using_threads`` context managers.
+thread count is set from ``A2R_NUM_THREADS`` (default: physical cores within the cgroup quota),
+and ops whose input and output fill the last-level cache write with streaming stores (the
+kernels' ``a2r_stream_min_bytes``). Tests and benchmarks switch the ISA level and the threads with the
+``using_isa`` / ``using_threads`` context managers.
 """
 from __future__ import annotations
 
@@ -80,5 +82,13 @@ def using_threads(n: int) -> Iterator[int]:
         set_num_threads(previous)
 
 
+def stream_min_bytes(caches: dict | None) -> int:
+    """The footprint (bytes read + written) from which an op's output bypasses the caches: the
+    last-level cache's size, where its output could not stay cached for the next op anyway
+    (0: never, sizes unknown)."""
+    return max((caches or {}).values(), default=0)
+
+
 set_isa(_settings.get("A2R_MAX_ISA") or ISA_LEVELS[-1])
+_kernels.set_stream_min_bytes(stream_min_bytes(threads.cache_sizes()))
 set_num_threads(_settings.get("A2R_NUM_THREADS") or threads.default_threads())

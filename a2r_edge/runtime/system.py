@@ -17,7 +17,8 @@ import re
 import shutil
 import subprocess
 
-from .threads import allowed_cpus as _affinity, cgroup_cpu_quota, physical_cores_of, threads_for
+from .threads import (allowed_cpus as _affinity, cache_sizes, cgroup_cpu_quota, physical_cores_of,
+                      size_bytes, threads_for)
 
 
 _NO_LIMIT = 1 << 60
@@ -114,14 +115,6 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _size_bytes(text: str | None) -> int | None:
-    """'32K', '1024K', '32M', '1048576' -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
-    if not m:
-        return None
-    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
-
-
 def _cpuinfo_model(text: str | None) -> str | None:
     for key in ("model name", "Hardware", "Processor", "cpu model", "uarch"):
         for line in (text or "").splitlines():
@@ -131,28 +124,11 @@ def _cpuinfo_model(text: str | None) -> str | None:
     return None
 
 
-def _caches(sys_root: str) -> dict | None:
-    base = os.path.join(sys_root, "devices", "system", "cpu", "cpu0", "cache")
-    try:
-        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
-    except OSError:
-        return None
-    caches = {}
-    for e in entries:
-        level, kind = _read(os.path.join(base, e, "level")), _read(os.path.join(base, e, "type"))
-        size = _size_bytes(_read(os.path.join(base, e, "size")))
-        if not level or size is None:
-            continue
-        suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
-        caches[f"L{level}{suffix}"] = size
-    return caches or None
-
-
 def _meminfo(proc_root: str) -> tuple[int | None, int | None]:
     values = {}
     for line in (_read(os.path.join(proc_root, "meminfo")) or "").splitlines():
         k, _, v = line.partition(":")
-        size = _size_bytes(v.replace("kB", "K"))
+        size = size_bytes(v.replace("kB", "K"))
         if size is not None:
             values[k.strip()] = size
     return values.get("MemTotal"), values.get("MemAvailable")
@@ -267,7 +243,7 @@ def detect_hardware(*, proc_root: str = "/proc", sys_root: str = "/sys",
         isas=_isas() if isas == "auto" else isas,
         physical_cores=cores,
         logical_cpus=len(allowed_cpus) if allowed_cpus else None,
-        caches=_caches(sys_root),
+        caches=cache_sizes(sys_root),
         memory_total_bytes=total,
         memory_available_bytes=available,
         cgroup_memory_limit_bytes=cgroup_memory_limit(cgroup_root),

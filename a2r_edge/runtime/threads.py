@@ -1,11 +1,13 @@
 """How many threads the CPU kernels may use: physical cores within the process's affinity mask,
-capped by the cgroup CPU quota (``default_threads``). Pure Python, no native code: the CPU
-kernels' loader (cpu.py) sizes its thread pool with it before the extension loads.
+capped by the cgroup CPU quota (``default_threads``); and the caches' sizes. Pure Python, no
+native code: the CPU kernels' loader (cpu.py) sizes its thread pool with it before the extension
+loads.
 """
 from __future__ import annotations
 
 import math
 import os
+import re
 
 
 def allowed_cpus() -> set[int]:
@@ -82,3 +84,37 @@ def physical_cores_of(cpuinfo: str, allowed: set[int] | None) -> int | None:
     if allowed is not None and processors:
         return len(allowed)
     return processors or None
+
+
+def size_bytes(text: str | None) -> int | None:
+    """'32K', '1024K', '32M', '1048576' -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
+
+
+def cache_sizes(sys_root: str = "/sys") -> dict | None:
+    """Sizes in bytes of cpu0's caches by name ("L1d", "L1i", "L2", "L3"), from Linux's sysfs;
+    None where it cannot be read."""
+    base = os.path.join(sys_root, "devices", "system", "cpu", "cpu0", "cache")
+
+    def read(entry: str, name: str) -> str | None:
+        try:
+            with open(os.path.join(base, entry, name), "rb") as f:
+                return f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return None
+    caches = {}
+    for e in entries:
+        level, kind, size = read(e, "level"), read(e, "type"), size_bytes(read(e, "size"))
+        if not level or size is None:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
+        caches[f"L{level}{suffix}"] = size
+    return caches or None

@@ -78,6 +78,52 @@ static inline void a2r_vstore(float *p, a2r_vf v) {  /* any alignment */
 #define A2R_VMADD(a, b, c) ((a) * (b) + (c))
 #endif
 
+#define A2R_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define A2R_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* A2R_VSTREAM(p, v): a cache-bypassing (non-temporal) store of one vector to p aligned to the
+ * vector's size; defined on x86, where each level has one. */
+#if defined(__AVX512F__)
+#define A2R_VSTREAM(p, v) _mm512_stream_ps((p), (__m512)(v))
+#elif defined(__AVX2__)
+#define A2R_VSTREAM(p, v) _mm256_stream_ps((p), (__m256)(v))
+#elif defined(__SSE2__)
+#include <xmmintrin.h>
+#define A2R_VSTREAM(p, v) _mm_stream_ps((p), (__m128)(v))
+#endif
+
+/* Floats p lies past the vector-aligned address before it: a caller that streams a long range
+ * block by block makes its first block that much shorter, so that every later block starts
+ * aligned and only the range's two ends take plain stores. */
+static inline int64_t a2r_stream_skew(const float *p) {
+    return (int64_t)(((uintptr_t)p & (sizeof(a2r_vf) - 1)) / sizeof(float));
+}
+
+/* dst[0:n] = src[0:n] with cache-bypassing stores, for an op whose footprint reaches
+ * a2r_stream_min_bytes() (a2r_runtime.h): the lines of dst are written without being read
+ * first. src is a block just computed in L1. The floats before dst's first aligned vector and
+ * after its last go as plain stores, never overlapping a streamed vector (a plain store into a
+ * line still being combined for streaming flushes it half-written: adain 3.3x slower, measured). A
+ * plain copy where the level has no streaming store. Each thread that streams calls
+ * a2r_stream_fence() before its output is read by another. */
+static inline void a2r_stream_floats(float *dst, const float *src, int64_t n) {
+#ifdef A2R_VSTREAM
+    int64_t i = 0;
+    const int64_t head = A2R_MIN(n, (A2R_VEC_FLOATS - a2r_stream_skew(dst)) % A2R_VEC_FLOATS);
+    for (; i < head; i++) dst[i] = src[i];
+    for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) A2R_VSTREAM(dst + i, a2r_vload(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+#else
+    __builtin_memcpy(dst, src, (size_t)n * sizeof(float));
+#endif
+}
+
+static inline void a2r_stream_fence(void) {
+#ifdef A2R_VSTREAM
+    _mm_sfence();
+#endif
+}
+
 /* The calling thread's index and the team size inside an OpenMP region (0 and 1 without OpenMP). */
 #ifdef _OPENMP
 #include <omp.h>
@@ -88,8 +134,6 @@ static inline void a2r_vstore(float *p, a2r_vf v) {  /* any alignment */
 #define A2R_THREAD_COUNT() 1
 #endif
 
-#define A2R_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define A2R_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* Minimum work (elements) per OpenMP thread: below it a parallel region costs more than it saves
  * (a passive-wait wake-up is a few microseconds). */

@@ -6,6 +6,8 @@
 #ifndef A2R_RUNTIME_H
 #define A2R_RUNTIME_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,14 @@ int a2r_set_num_threads(int n);
 int a2r_num_threads(void);
 /* 1 when the library was built with OpenMP, else 0. */
 int a2r_openmp_enabled(void);
+
+/* An op whose footprint (bytes read + bytes written) reaches this writes its output with
+ * cache-bypassing stores (a2r_stream_floats in a2r_isa.h): its output cannot stay cached for the
+ * next op anyway, and each line written is then not read first. Set once at import by the Python
+ * layer (the last-level cache's size); until then, and after a set to <= 0, never (INT64_MAX).
+ * The setter returns the old value. */
+int64_t a2r_stream_min_bytes(void);
+int64_t a2r_set_stream_min_bytes(int64_t bytes);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-/* runtime.c - ISA selection and thread count (contract in a2r_runtime.h), and the process-wide
- * conv2d path setting (a2r_kernels.h). Baseline flags. */
+/* runtime.c - ISA selection, thread count and streaming-store threshold (contract in
+ * a2r_runtime.h), and the process-wide conv2d path setting (a2r_kernels.h). Baseline flags. */
 #include "a2r_kernels.h"
 #include "a2r_runtime.h"
 
@@ -90,6 +90,16 @@ int a2r_openmp_enabled(void) {
 #else
     return 0;
 #endif
+}
+
+static int64_t stream_min_bytes = INT64_MAX;
+
+int64_t a2r_stream_min_bytes(void) { return stream_min_bytes; }
+
+int64_t a2r_set_stream_min_bytes(int64_t bytes) {
+    const int64_t old = stream_min_bytes;
+    stream_min_bytes = bytes > 0 ? bytes : INT64_MAX;
+    return old;
 }
 
 int a2r_conv2d_algo = A2R_CONV2D_AUTO;

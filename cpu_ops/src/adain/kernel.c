@@ -6,7 +6,9 @@
  *   - A plane cut between threads: each thread computes its piece's moments, a barrier, each
  *     merges all pieces (Chan) and applies its own piece, still in its cache.
  *   - Given statistics: a plain apply of the thread's range.
- * The apply pass (norm_apply.h) is shared with adalin. */
+ * The apply pass (norm_apply.h) is shared with adalin. Where x and y together fill the
+ * last-level cache (a2r_stream_min_bytes) y is written with streaming stores: 64 planes of 256^2
+ * (2 x 16.8 MB against Zen 4's 32 MB) on 1 thread 1.3-1.4x, on 2 threads 0.93-1.19x. */
 #include <math.h>
 
 #include "a2r_isa.h"
@@ -32,6 +34,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                            const float *content_std, float eps, int activation, float alpha,
                            const float *residual, float *y) {
     const int nt = a2r_plane_threads(nc, hw);
+    const int stream = 2 * nc * hw * (int64_t)sizeof(float) >= a2r_stream_min_bytes();
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -42,8 +45,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
                 const float a = (float)((double)style_std[p] / (double)content_std[p]);
-                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b,
-                               content_mean[p], a, style_mean[p], activation, alpha);
+                a2r_norm_apply_to(stream, x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b,
+                                  content_mean[p], a, style_mean[p], activation, alpha);
             }
         } else {
             a2r_publish_shared(x, hw, s, pieces, t);
@@ -55,8 +58,8 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                                               style_std[p], eps);
                 int64_t b, e;
                 a2r_span_piece(s, p, hw, &b, &e);
-                a2r_norm_apply(x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b, c.mu, c.a,
-                               c.sm, activation, alpha);
+                a2r_norm_apply_to(stream, x + p * hw + b, R(p * hw + b), y + p * hw + b, e - b,
+                                  c.mu, c.a, c.sm, activation, alpha);
             }
             /* Planes owned whole: statistics, then the apply while the plane is in L2. */
             for (int64_t p = s.p0; p <= s.p1; p++) {
@@ -65,9 +68,10 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                 if (b != 0 || e != hw) continue;
                 const coeffs c = from_moments(a2r_range_moments(x + p * hw, hw),
                                               style_mean[p], style_std[p], eps);
-                a2r_norm_apply(x + p * hw, R(p * hw), y + p * hw, hw, c.mu, c.a, c.sm, activation,
-                               alpha);
+                a2r_norm_apply_to(stream, x + p * hw, R(p * hw), y + p * hw, hw, c.mu, c.a, c.sm,
+                                  activation, alpha);
             }
         }
+        if (stream) a2r_stream_fence();
     }
 }

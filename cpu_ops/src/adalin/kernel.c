@@ -31,6 +31,7 @@ void A2R_KERNEL(a2r_adalin)(const float *x, int64_t n, int64_t c, int64_t hw,
                             float alpha, double *moments, float *y) {
     const int64_t nc = n * c;
     const int nt = a2r_plane_threads(nc, hw);
+    const int stream = 2 * nc * hw * (int64_t)sizeof(float) >= a2r_stream_min_bytes();
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -63,8 +64,9 @@ void A2R_KERNEL(a2r_adalin)(const float *x, int64_t n, int64_t c, int64_t hw,
             const float mu = (float)plane.mean;
             const double sm = beta[p] + g * wl * (plane.mean - layer.mean) +
                               a * ((double)mu - plane.mean);
-            a2r_norm_apply(x + p * hw + b, NULL, y + p * hw + b, e - b, mu, (float)a, (float)sm,
-                           activation, alpha);
+            a2r_norm_apply_to(stream, x + p * hw + b, NULL, y + p * hw + b, e - b, mu, (float)a,
+                              (float)sm, activation, alpha);
         }
+        if (stream) a2r_stream_fence();
     }
 }

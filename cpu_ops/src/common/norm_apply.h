@@ -50,4 +50,23 @@ static inline void a2r_norm_apply(const float *x, const float *r, float *y, int6
     }
 }
 
+/* a2r_norm_apply into y, through cache-bypassing stores when stream is set (the op's footprint
+ * reaches a2r_stream_min_bytes()): each block is computed into an L1 buffer first. The caller
+ * ends its streaming with a2r_stream_fence(). */
+#define A2R_NORM_STREAM_BLOCK 1024
+static inline void a2r_norm_apply_to(int stream, const float *x, const float *r, float *y,
+                                     int64_t n, float mu, float a, float sm, int activation,
+                                     float alpha) {
+    if (!stream) {
+        a2r_norm_apply(x, r, y, n, mu, a, sm, activation, alpha);
+        return;
+    }
+    float block[A2R_NORM_STREAM_BLOCK];
+    for (int64_t i = 0, m; i < n; i += m) {
+        m = A2R_MIN(n - i, A2R_NORM_STREAM_BLOCK - (i ? 0 : a2r_stream_skew(y)));
+        a2r_norm_apply(x + i, r ? r + i : NULL, block, m, mu, a, sm, activation, alpha);
+        a2r_stream_floats(y + i, block, m);
+    }
+}
+
 #endif
