@@ -27,6 +27,24 @@ def test_cpu_session_runs_and_reports_its_provider(relu_model):
     np.testing.assert_array_equal(s.run({"x": x})[0], np.maximum(x, 0))
 
 
+def test_runner_first_run_is_the_plain_one_and_later_runs_write_its_buffer(relu_model):
+    """runner(): the first run at an input shape is a plain one (its result returned in the
+    buffer kept for that shape); later runs bind x and write that buffer, one run each."""
+    s = ort.OrtSession(relu_model, threads=1)
+    calls = []
+    plain = s.run
+    s.run = lambda feeds: calls.append("plain") or plain(feeds)
+    run = s.runner()
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    y = run(x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert calls == ["plain"]
+    assert run(-x) is y and calls == ["plain"]
+    np.testing.assert_array_equal(y, np.maximum(-x, 0))
+    z = run(np.ones((3, 4), np.float32))            # another shape: its own plain run, buffer
+    assert calls == ["plain", "plain"] and z.shape == (3, 4) and z is not y
+
+
 def test_missing_gpu_provider_is_reported_not_silent(relu_model):
     if ort.CUDA in ort.available_providers():
         pytest.skip("this onnxruntime offers CUDA; the fallback path needs one that does not")

@@ -185,9 +185,10 @@ class OrtSession:
     def runner(self):
         """A function x -> y for a one-input model on the CPU, y its first output (the picture; a
         generator's other outputs, such as U-GAT-IT's attention maps, are not fetched: as the
-        native executor's run()). It allocates nothing after the first run at each input shape:
-        x is bound in place and y is written into a buffer kept per input shape (onnxruntime's
-        IOBinding), so y is owned by the runner and overwritten by its next run at that shape."""
+        native executor's run()). The first run at an input shape is a plain one, which tells y's
+        shape; later ones allocate nothing: x is bound in place and y is written into a buffer
+        kept per input shape (onnxruntime's IOBinding), so y is owned by the runner and
+        overwritten by its next run at that shape."""
         if len(self.input_names) != 1:
             raise ValueError(f"runner() needs a single-input model; this one has inputs "
                              f"{self.input_names}")
@@ -198,11 +199,14 @@ class OrtSession:
         def run(x):
             x = np.ascontiguousarray(x, np.float32)
             bound = bindings.get(x.shape)
-            if bound is None:  # the output's shape for this input shape: from one plain run
-                y = np.empty_like(self.run({name_in: x})[0], np.float32)
+            if bound is None:  # a plain run tells the output's shape; its result is this run's
+                first = self.run({name_in: x})[0]
+                y = np.empty_like(first, np.float32)
+                np.copyto(y, first)
                 io = self.session.io_binding()
                 io.bind_output(name_out, "cpu", 0, np.float32, y.shape, y.ctypes.data)
-                bound = bindings[x.shape] = (io, y)
+                bindings[x.shape] = (io, y)
+                return y
             io, y = bound
             io.bind_input(name_in, "cpu", 0, np.float32, x.shape, x.ctypes.data)
             try:
