@@ -276,6 +276,25 @@ def test_calibration_measures_the_largest_size_within_the_memory_budget(tiny, tm
     assert calibrated_sizes(tmp_path) == [256, 512]
 
 
+def test_a_slow_model_is_calibrated_at_the_largest_size_within_the_call_budget(tiny, tmp_path,
+                                                                              monkeypatch):
+    """A model whose slowest call, timed once at the smallest size and scaled by the pixels,
+    would take more than CALL_BUDGET_S at 512x512 is measured at 256x256 where it fits, and
+    the figure of that probe is a real call's."""
+    monkeypatch.setenv("A2R_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("A2R_PROFILE", raising=False)
+    assert 0 < measure.StageChain(tiny.stages, 1).slowest_call(64) < measure.CALL_BUDGET_S
+    probed = []
+
+    def slowest_call(chain, size):   # x64 the pixels at 512x512: over; x16 at 256x256: within
+        probed.append(size)
+        return measure.CALL_BUDGET_S / 40
+
+    monkeypatch.setattr(measure.StageChain, "slowest_call", slowest_call)
+    assert "calibration at 256x256" in make_plan(tiny.stages).describe()
+    assert probed == [measure.MIN_CALIBRATION_SIZE] and calibrated_sizes(tmp_path) == [256]
+
+
 def test_engine_tile_bounds_the_calibration_and_the_pictures_convert(tiny, tmp_path,
                                                                     monkeypatch):
     """Engine(tile=) calibrates at most at its tile size (the largest halving of 512 that fits

@@ -217,17 +217,34 @@ class StageChain:
             backends = self.backends_of(s.name)
             if progress:
                 progress(f"stage {s.name} {'/'.join(backends)} {size}^2")
-            runs = [lambda run=self.runners[(s.name, b)]: run(x_in, picture) for b in backends]
-            times = interleaved_median_times(runs, rounds=rounds,
-                                             budget_s=budget_s * len(runs))
-            y = None
-            for backend, run, t in zip(backends, runs, times):
-                y = np.array(run(), copy=True)
+            last = {}   # each backend's latest output, intact until its next call
+
+            def call(b, run):
+                return lambda: last.__setitem__(b, run(x_in, picture))
+
+            times = interleaved_median_times([call(b, self.runners[(s.name, b)])
+                                              for b in backends], rounds=rounds,
+                                             budget_s=budget_s * len(backends))
+            for backend, t in zip(backends, times):
                 entries.append({"stage": s.name, "kind": s.kind, "backend": backend,
                                 "device": "cpu", "size": size, "ms": t * 1e3,
-                                "out_bytes": int(y.nbytes)})
-            x = y
+                                "out_bytes": int(last[backend].nbytes)})
+            x = np.array(last[backends[-1]], copy=True)   # the last call made
         return entries
+
+    def slowest_call(self, size: int) -> float:
+        """Seconds of the longest single call among the stages and backends at ``size`` (one
+        call each, chained as in ``time_stages``; first calls, so planning included)."""
+        picture = self.picture(size)
+        x, slowest = picture, 0.0
+        for s in self.stages:
+            x_in = np.array(x, copy=True)
+            for b in self.backends_of(s.name):
+                t0 = time.perf_counter()
+                y = self.runners[(s.name, b)](x_in, picture)
+                slowest = max(slowest, time.perf_counter() - t0)
+            x = np.array(y, copy=True)
+        return slowest
 
 
 # --- the model's stages measured once per machine: calibration --------------------------------
@@ -235,12 +252,17 @@ class StageChain:
 # The size plans are costed at: stage times do not scale alike across backends (the bundled
 # encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
 # even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
-# The 0.3 s budget per stage and backend keeps it under 5 s (2.3 s here for a2r_lite, loaded
-# box). A model whose stages do not fit A2R_MEMORY_MB at this size (or an Engine's tile) is
+# The 0.3 s budget per stage and backend keeps it at a few seconds (2.3 s here for a2r_lite,
+# loaded box; 3 rounds at least, after a warm-up call). A model whose stages do not fit A2R_MEMORY_MB at this size (or an Engine's tile) is
 # measured at the largest of its halvings that fits, down to MIN_CALIBRATION_SIZE (the
 # smallest tile, tiling.tile_size; every halving is a multiple of any model stride up to 64).
 CALIBRATION_SIZE = 512
 MIN_CALIBRATION_SIZE = 64
+# A model whose slowest call would take longer than this at a calibration size (estimated from
+# one call of each stage and backend at the smallest size, scaled by the pixels) is measured at
+# the largest size whose estimate fits: such a model's times follow its pixels, and measuring
+# it at 512x512 took 104 s (a 120-layer, 64-channel CNN at 1 thread: every call 8-11 s).
+CALL_BUDGET_S = 1.0
 
 
 def model_digest(stages) -> str:
@@ -262,8 +284,8 @@ def model_digest(stages) -> str:
 def calibration_paths(digest: str, threads: int, sizes: list[int]) -> list[str]:
     """Where the calibration of the model ``digest`` (``model_digest``) at each of ``sizes``
     is cached; the sizes after the first are fallbacks, taken because a larger one did not fit
-    A2R_MEMORY_MB, so the limit is in their names (a raised limit measures the larger size anew
-    instead of reusing the smaller one). The machine key and the model's digest are made once
+    A2R_MEMORY_MB (or would take too long: CALL_BUDGET_S), so the limit is in their names (a
+    raised limit measures the larger size anew instead of reusing the smaller one). The machine key and the model's digest are made once
     (the digest hashes every stage file)."""
     from .. import _settings
     from . import cpu, system
@@ -341,8 +363,8 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
     """Stage times of ``stages`` on every CPU backend (a profile-like dict with "stages"
     entries and the "size" they were measured at), measured once per machine, model and
     thread count and then read from the cache: the first of ``calibration_sizes(size)`` cached,
-    else measured at the first whose native plans fit A2R_MEMORY_MB (MemoryLimitError, naming
-    no size, when none does). A smaller size's cache is kept under the limit it was taken at
+    else measured at the first whose native plans fit A2R_MEMORY_MB and whose slowest call is
+    estimated within CALL_BUDGET_S (MemoryLimitError, naming no size, when none fits). A smaller size's cache is kept under the limit it was taken at
     (``calibration_paths``). A cache that cannot be written is not an error (the
     figures are still used)."""
     import a2r_edge
@@ -361,11 +383,16 @@ def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZ
             data["size"] = size
             return data
     chain = StageChain(stages, threads)   # loaded once, timed at each size tried
+    probe = None                          # (smallest size, its slowest call in seconds)
     for size, path in zip(sizes, paths):
         try:
             with cpu.using_threads(threads):
+                if size > sizes[-1]:
+                    probe = probe or (sizes[-1], chain.slowest_call(sizes[-1]))
+                    if probe[1] * (size / probe[0]) ** 2 > CALL_BUDGET_S:
+                        continue
                 # 5 rounds x 0.3 s budget per (stage, backend): a few ms each at 512x512 on
-                # small models; a large model hits the budget and still stays well under 5 s.
+                # small models; a large one takes 4 calls of at most about CALL_BUDGET_S each.
                 entries = chain.time_stages(size, rounds=5, budget_s=0.3)
         except MemoryLimitError:
             continue
