@@ -137,6 +137,37 @@ def test_an_engine_with_tiles_calibrates_on_whole_pictures(sample, monkeypatch):
     assert ranges[0] == ranges[1]
 
 
+def test_scaled_within_shrinks_by_the_pixels_and_keeps_a_floor():
+    pics = [np.zeros((512, 512, 3), np.uint8), np.zeros((256, 200, 3), np.uint8)]
+    budget = prec.CALIBRATION_CONVERT_S
+    assert [p.shape for p in prec.scaled_within(pics, budget / 2)] == [p.shape for p in pics]
+    assert [p.shape for p in prec.scaled_within(pics, 4 * budget)] == [(256, 256, 3),
+                                                                      (128, 100, 3)]
+    assert prec.scaled_within(pics, 10_000 * budget)[1].shape == (64, 64, 3)
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["default pictures", "the user's"])
+def test_a_slow_model_calibrates_on_the_default_pictures_scaled_down(sample, monkeypatch, given):
+    """A model converting the first default picture slower than CALIBRATION_CONVERT_S is
+    calibrated and judged on the default pictures scaled to fit it (here any model is that
+    slow); pictures the user gave are taken as they are."""
+    if "int8" not in prec.runnable():
+        pytest.skip(f"int8 does not run at {cpu.isa()}")
+    monkeypatch.setattr(prec, "load", lambda path, precision: {})
+    monkeypatch.setattr(prec, "CALIBRATION_CONVERT_S", 1e-9)
+    seen = {}
+    plan = prec.plan_stages
+
+    def plan_stages(executors, stage_inputs, *a, **k):
+        seen.update({n: [x.shape[2:] for x in xs] for n, xs in stage_inputs.items()})
+        return plan(executors, stage_inputs, *a, **k)
+
+    monkeypatch.setattr(prec, "plan_stages", plan_stages)
+    Engine(cache_mb=0, precision="int8", calibration=[sample] if given else None)
+    largest = max(max(hw) for hw in seen["encode"])   # the picture, with its border margins
+    assert largest >= 512 if given else largest < 128
+
+
 def test_a_calibration_picture_too_large_to_run_whole_is_a_value_error(sample, monkeypatch):
     """At A2R_MEMORY_MB=32 the 512x512 sample is converted in tiles: its ranges were taken from
     nothing but the Engine's 96x96 memory probe, silently; now a ValueError says why."""

@@ -353,6 +353,27 @@ def calibration_pictures() -> list[np.ndarray]:
     return [drawing] if sample is None else [sample, drawing]
 
 
+# A conversion of the first default calibration picture slower than this has the default
+# pictures scaled down until it fits: "auto" judges a plan on some 60 conversions and timings
+# of them (227 s for a 120-layer, 64-channel CNN whose 512x512 conversion takes 3.5 s, 2
+# threads), and such a model's activation ranges and per-layer errors do not hang on the size.
+CALIBRATION_CONVERT_S = 0.5
+MIN_CALIBRATION_SIDE = 64
+
+
+def scaled_within(pictures: list, seconds: float) -> list:
+    """``pictures`` whose first took ``seconds`` to convert, shrunk (area interpolation, at
+    least MIN_CALIBRATION_SIDE pixels a side) so that it would take CALIBRATION_CONVERT_S:
+    conversion time follows the pixels."""
+    import cv2
+    scale = (CALIBRATION_CONVERT_S / seconds) ** 0.5
+    if scale >= 1:
+        return list(pictures)
+    return [cv2.resize(p, (max(MIN_CALIBRATION_SIDE, round(p.shape[1] * scale)),
+                           max(MIN_CALIBRATION_SIDE, round(p.shape[0] * scale))),
+                       interpolation=cv2.INTER_AREA) for p in pictures]
+
+
 # The stored choices' format; /2: the plans cover ConvTranspose and MatMul/Gemm too, so a /1
 # file's fallback lists were judged with those at fp32 and are not reused; /3: "auto" keeps
 # at fp32 the convolutions faster there (faster_fp32), which a /2 choice never looked for; /4:

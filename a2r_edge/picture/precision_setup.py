@@ -7,6 +7,7 @@ guard; the choices are kept in the cache folder for this model, machine and cali
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from ..model import precision as prec
@@ -26,7 +27,8 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     forward's {stage: runner} (wrapped to record inputs while calibrating, restored after);
     convert: picture -> converted picture through those runners (nothing cached);
     calibration: a non-empty list of uint8 BGR pictures or None
-    (precision.calibration_pictures);
+    (precision.calibration_pictures, scaled down for a model that converts them slowly:
+    precision.scaled_within);
     model_digest: () -> the model's digest naming the stored choices (its stages and what they
     are fed: cache.model_key), with the calibration pictures' own (asked only when
     calibrating); picture_domain:
@@ -54,11 +56,20 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     order = [name for name in stage_names if name in executors]
     inputs: dict[str, list] = {name: [] for name in order}
     saved = dict(runners)
+
     try:
         for name in order:  # record each stage's inputs on the pictures at fp32
             runners[name] = (lambda x, name=name, run=saved[name]:
                              inputs[name].append(x.copy()) or run(x))
-        for p in pictures:
+        t0 = time.perf_counter()
+        convert(pictures[0])
+        seconds = time.perf_counter() - t0
+        if calibration is None and seconds > prec.CALIBRATION_CONVERT_S:   # a heavy model
+            pictures = prec.scaled_within(pictures, seconds)
+            for name in order:
+                inputs[name].clear()
+            convert(pictures[0])
+        for p in pictures[1:]:
             convert(p)
         runners.update(saved)
         stored_at = prec.store_path(_choice_key(model_digest(),
