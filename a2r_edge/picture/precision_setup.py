@@ -56,7 +56,6 @@ def choose_precisions(precision, *, strict: bool, executors: dict, stage_names: 
     order = [name for name in stage_names if name in executors]
     inputs: dict[str, list] = {name: [] for name in order}
     saved = dict(runners)
-
     try:
         for name in order:  # record each stage's inputs on the pictures at fp32
             runners[name] = (lambda x, name=name, run=saved[name]:

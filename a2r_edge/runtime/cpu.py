@@ -3,8 +3,8 @@
 At import the best ISA level this CPU and OS support is chosen (capped by ``A2R_MAX_ISA``) and the
 thread count is set from ``A2R_NUM_THREADS`` (default: physical cores within the cgroup quota),
 and ops whose input and output fill the last-level cache write with streaming stores (the
-kernels' ``a2r_stream_min_bytes``). Tests and benchmarks switch the ISA level and the threads with the
-``using_isa`` / ``using_threads`` context managers.
+kernels' ``a2r_stream_min_bytes``). Tests and benchmarks switch the ISA level and the threads
+with the ``using_isa`` / ``using_threads`` context managers.
 """
 from __future__ import annotations
 

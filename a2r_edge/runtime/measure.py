@@ -250,18 +250,19 @@ class StageChain:
 # --- the model's stages measured once per machine: calibration --------------------------------
 
 # The size plans are costed at: stage times do not scale alike across backends (the bundled
-# encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128
-# even the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages.
-# The 0.3 s budget per stage and backend keeps it at a few seconds (2.3 s here for a2r_lite,
-# loaded box; 3 rounds at least, after a warm-up call). A model whose stages do not fit A2R_MEMORY_MB at this size (or an Engine's tile) is
-# measured at the largest of its halvings that fits, down to MIN_CALIBRATION_SIZE (the
-# smallest tile, tiling.tile_size; every halving is a multiple of any model stride up to 64).
+# encoder: native 8.9 vs onnxruntime 7.8 ms at 256x256 but 26 vs 32 ms at 512x512; at 128x128 even
+# the decoder measured faster on onnxruntime), so calibrating smaller misplaces stages. The 0.3 s
+# budget per stage and backend keeps it at a few seconds (2.3 s here for a2r_lite, loaded box; 3
+# rounds at least, after a warm-up call). A model whose stages do not fit A2R_MEMORY_MB at this
+# size (or an Engine's tile) is measured at the largest of its halvings that fits, down to
+# MIN_CALIBRATION_SIZE (the smallest tile, tiling.tile_size; every halving is a multiple of any
+# model stride up to 64).
 CALIBRATION_SIZE = 512
 MIN_CALIBRATION_SIZE = 64
 # A model whose slowest call would take longer than this at a calibration size (estimated from
 # one call of each stage and backend at the smallest size, scaled by the pixels) is measured at
 # the largest size whose estimate fits: such a model's times follow its pixels, and measuring
-# it at 512x512 took 104 s (a 120-layer, 64-channel CNN at 1 thread: every call 8-11 s).
+# it at 512x512 took 104 s (a 120-layer, 64-channel CNN at 2 threads: every call 8-11 s).
 CALL_BUDGET_S = 1.0
 
 
@@ -282,11 +283,11 @@ def model_digest(stages) -> str:
 # --- calibration ------------------------------------------------------------------------------
 
 def calibration_paths(digest: str, threads: int, sizes: list[int]) -> list[str]:
-    """Where the calibration of the model ``digest`` (``model_digest``) at each of ``sizes``
-    is cached; the sizes after the first are fallbacks, taken because a larger one did not fit
-    A2R_MEMORY_MB (or would take too long: CALL_BUDGET_S), so the limit is in their names (a
-    raised limit measures the larger size anew instead of reusing the smaller one). The machine key and the model's digest are made once
-    (the digest hashes every stage file)."""
+    """Where the calibration of the model ``digest`` (``model_digest``) at each of ``sizes`` is
+    cached; the sizes after the first are fallbacks, taken because a larger one did not fit
+    A2R_MEMORY_MB (or would take too long: CALL_BUDGET_S), so the limit is in their names (a raised
+    limit measures the larger size anew instead of reusing the smaller one). The machine key and
+    the model's digest are made once (the digest hashes every stage file)."""
     from .. import _settings
     from . import cpu, system
     stem = os.path.join(system.cache_dir(), f"calibration-{system.machine_key()}-{digest}-"
@@ -360,13 +361,13 @@ def _cached_calibration(path: str) -> dict | None:
 
 def calibrate(stages, threads: int | None = None, *, size: int = CALIBRATION_SIZE,
               use_cache: bool = True) -> dict:
-    """Stage times of ``stages`` on every CPU backend (a profile-like dict with "stages"
-    entries and the "size" they were measured at), measured once per machine, model and
-    thread count and then read from the cache: the first of ``calibration_sizes(size)`` cached,
-    else measured at the first whose native plans fit A2R_MEMORY_MB and whose slowest call is
-    estimated within CALL_BUDGET_S (MemoryLimitError, naming no size, when none fits). A smaller size's cache is kept under the limit it was taken at
-    (``calibration_paths``). A cache that cannot be written is not an error (the
-    figures are still used)."""
+    """Stage times of ``stages`` on every CPU backend (a profile-like dict with "stages" entries
+    and the "size" they were measured at), measured once per machine, model and thread count and
+    then read from the cache: the first of ``calibration_sizes(size)`` cached, else measured at the
+    first whose native plans fit A2R_MEMORY_MB and whose slowest call is estimated within
+    CALL_BUDGET_S (MemoryLimitError, naming no size, when none fits). A smaller size's cache is
+    kept under the limit it was taken at (``calibration_paths``). A cache that cannot be written is
+    not an error (the figures are still used)."""
     import a2r_edge
 
     from .. import _settings
