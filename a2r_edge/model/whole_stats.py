@@ -23,13 +23,14 @@ from .graph import node_name
 @dataclasses.dataclass(frozen=True)
 class Norm:
     """A node of a graph whose result is a statistic of its whole NCHW input: an
-    InstanceNormalization (scale, bias, epsilon) or a ReduceMean over H and W keeping its
-    dimensions (scale None). Its position and input tensor."""
+    InstanceNormalization (scale, bias, epsilon) or a mean over H and W keeping its dimensions
+    (ReduceMean, GlobalAveragePool: none of them). Its position, input tensor and op."""
     index: int          # in the graph's node list (topological order)
     input: str
-    scale: np.ndarray | None   # (C,)
-    bias: np.ndarray | None    # (C,)
-    epsilon: float
+    op: str             # the node's op_type
+    scale: np.ndarray | None = None   # (C,), InstanceNormalization's
+    bias: np.ndarray | None = None    # (C,), InstanceNormalization's
+    epsilon: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ def statistic_nodes(proto, types: dict | None = None,
         if fixed:   # model/fit.py resizes or tiles a picture to it around the whole graph
             skipped[name] = "the graph takes a fixed H x W"
         elif mean:
-            norms.append(Norm(i, node.input[0], None, None, 0.0))
+            norms.append(Norm(i, node.input[0], node.op_type))
         elif node.input[1] not in consts or node.input[2] not in consts:
             skipped[name] = "its scale or B is computed, not a constant"
         elif rank != 4:
@@ -89,7 +90,8 @@ def statistic_nodes(proto, types: dict | None = None,
                              if rank is not None else "its input's rank is unknown")
         else:
             eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
-            norms.append(Norm(i, node.input[0], numpy_helper.to_array(consts[node.input[1]]),
+            norms.append(Norm(i, node.input[0], node.op_type,
+                              numpy_helper.to_array(consts[node.input[1]]),
                               numpy_helper.to_array(consts[node.input[2]]), float(eps)))
     return norms, skipped
 
@@ -265,7 +267,7 @@ def piece_graph(proto, piece: Piece, stats=None):
     nodes = list(proto.graph.node[piece.start:piece.stop])
     names = [node_name(node, i) for i, node in enumerate(nodes, piece.start)]
     added = []
-    if stats is not None and piece.norm.scale is None:   # a ReduceMean: its value
+    if stats is not None and piece.norm.op != "InstanceNormalization":   # a mean: its value
         node, mean = nodes[0], np.asarray(stats[0], np.float32).reshape(1, -1, 1, 1)
         added = [numpy_helper.from_array(mean, f"{node.output[0]}__fixed_mean")]
         nodes[:1] = [helper.make_node("Identity", [added[0].name], [node.output[0]])]
