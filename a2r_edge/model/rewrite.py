@@ -102,9 +102,8 @@ class _Ctx:
         return n if n is not None and n.op == op else None
 
     def scalar(self, t: str) -> float | None:
-        v = self.consts.get(t)
-        return float(np.asarray(v).reshape(-1)[0]) if v is not None and np.size(v) == 1 \
-            else None
+        return float(np.asarray(self.consts[t]).reshape(-1)[0]) \
+            if _scalar_const(self.consts, t) else None
 
 
 def rewrite(sp: Specialised) -> Rewrites:
