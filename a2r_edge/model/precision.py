@@ -355,8 +355,8 @@ def calibration_pictures() -> list[np.ndarray]:
 
 # A conversion of the first default calibration picture slower than this has the default
 # pictures scaled down until it fits: "auto" judges a plan on some 60 conversions and timings
-# of them (227 s for a 120-layer, 64-channel CNN whose 512x512 conversion takes 3.5 s, 2
-# threads), and such a model's activation ranges and per-layer errors do not hang on the size.
+# of them (227 s for a 120-layer, 64-channel CNN on 2 threads, 3.5 s a conversion on average),
+# and such a model's activation ranges and per-layer errors do not hang on the size.
 CALIBRATION_CONVERT_S = 0.5
 MIN_CALIBRATION_SIDE = 64
 

@@ -262,7 +262,7 @@ MIN_CALIBRATION_SIZE = 64
 # A model whose slowest call would take longer than this at a calibration size (estimated from
 # one call of each stage and backend at the smallest size, scaled by the pixels) is measured at
 # the largest size whose estimate fits: such a model's times follow its pixels, and measuring
-# it at 512x512 took 104 s (a 120-layer, 64-channel CNN at 2 threads: every call 8-11 s).
+# it at 512x512 took 104 s (a 120-layer, 64-channel CNN at 2 threads: every call 7.6-10.8 s).
 CALL_BUDGET_S = 1.0
 
 
