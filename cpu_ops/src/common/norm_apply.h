@@ -51,12 +51,15 @@ static inline void a2r_norm_apply(const float *x, const float *r, float *y, int6
 }
 
 /* a2r_norm_apply into y, through cache-bypassing stores when stream is set (the op's footprint
- * reaches a2r_stream_min_bytes()): each block is computed into an L1 buffer first. The caller
- * ends its streaming with a2r_stream_fence(). */
+ * reaches a2r_stream_min_bytes()) and the level has them: each block is computed into an L1
+ * buffer first. The caller ends its streaming with a2r_stream_fence(). */
 #define A2R_NORM_STREAM_BLOCK 1024
 static inline void a2r_norm_apply_to(int stream, const float *x, const float *r, float *y,
                                      int64_t n, float mu, float a, float sm, int activation,
                                      float alpha) {
+#ifndef A2R_VSTREAM
+    stream = 0; /* the block and its copy would only cost */
+#endif
     if (!stream) {
         a2r_norm_apply(x, r, y, n, mu, a, sm, activation, alpha);
         return;
