@@ -207,14 +207,34 @@ static act_quant quant_of(const float range[2], float *step) {
                        LEVEL(r3, t) << 24;                                                      \
     }
 
+/* to_u8 of a vector of floats, the same roundings: max(t, 0) returns its second operand, 0, for
+ * a NaN t (GCC's own vectorisation of the scalar compares took twice the instructions). */
 #if defined(__AVX512F__)
-/* to_u8 of 16 floats, the same roundings: max(t, 0) returns its second operand, 0, for a NaN t
- * (GCC's own vectorisation of the scalar compares took twice the instructions). */
-static inline __m512i to_u8_16(const float *x, __m512 inv, __m512 zp) {
+#define LANE_FLOATS 16
+typedef __m512 floats_t;
+typedef __m512i lanes_t;
+static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
     __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x), inv), zp);
     t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(A2R_U8_LEVELS));
     return _mm512_cvttps_epi32(_mm512_add_ps(t, _mm512_set1_ps(0.5f)));
 }
+#define lanes_set1(v) _mm512_set1_epi32((int)(v))
+#define lanes_or_shifted(v, w, k) _mm512_or_si512((v), _mm512_slli_epi32((w), (k)))
+#define lanes_store(p, v) _mm512_storeu_si512((void *)(p), (v))
+#define floats_set1(v) _mm512_set1_ps(v)
+#elif defined(__AVX2__)
+#define LANE_FLOATS 8
+typedef __m256 floats_t;
+typedef __m256i lanes_t;
+static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv), zp);
+    t = _mm256_min_ps(_mm256_max_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(A2R_U8_LEVELS));
+    return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_set1_ps(0.5f)));
+}
+#define lanes_set1(v) _mm256_set1_epi32((int)(v))
+#define lanes_or_shifted(v, w, k) _mm256_or_si256((v), _mm256_slli_epi32((w), (k)))
+#define lanes_store(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
+#define floats_set1(v) _mm256_set1_ps(v)
 #endif
 
 /* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
@@ -227,16 +247,16 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
     }
     const uint32_t zq = to_u8(0.0f, aq);
     int64_t done = 0;
-#if defined(__AVX512F__)
-    const __m512 inv = _mm512_set1_ps(aq.inv), zp = _mm512_set1_ps(aq.zp);
-    const __m512i zv = _mm512_set1_epi32((int)zq);
-    for (; done + 16 <= n; done += 16) {
+#ifdef LANE_FLOATS
+    const floats_t inv = floats_set1(aq.inv), zp = floats_set1(aq.zp);
+    const lanes_t zv = lanes_set1(zq);
+    for (; done + LANE_FLOATS <= n; done += LANE_FLOATS) {
         const int64_t t = done;
-        __m512i v = to_u8_16(r0 + t, inv, zp);
-        v = _mm512_or_si512(v, _mm512_slli_epi32(nrows > 1 ? to_u8_16(r1 + t, inv, zp) : zv, 8));
-        v = _mm512_or_si512(v, _mm512_slli_epi32(nrows > 2 ? to_u8_16(r2 + t, inv, zp) : zv, 16));
-        v = _mm512_or_si512(v, _mm512_slli_epi32(nrows > 3 ? to_u8_16(r3 + t, inv, zp) : zv, 24));
-        _mm512_storeu_si512((void *)(lanes + t), v);
+        lanes_t v = to_u8_vec(r0 + t, inv, zp);
+        v = lanes_or_shifted(v, nrows > 1 ? to_u8_vec(r1 + t, inv, zp) : zv, 8);
+        v = lanes_or_shifted(v, nrows > 2 ? to_u8_vec(r2 + t, inv, zp) : zv, 16);
+        v = lanes_or_shifted(v, nrows > 3 ? to_u8_vec(r3 + t, inv, zp) : zv, 24);
+        lanes_store(lanes + t, v);
     }
 #endif
     r0 += done, r1 += done, r2 += done, r3 += done, lanes += done, n -= done;
