@@ -207,35 +207,33 @@ static act_quant quant_of(const float range[2], float *step) {
                        LEVEL(r3, t) << 24;                                                      \
     }
 
-/* to_u8 of a vector of floats, the same roundings: max(t, 0) returns its second operand, 0, for
- * a NaN t. GCC's vectorisation of the scalar compares went through masked moves and blends:
- * a 32-channel int8 conv at 128^2 took 0.92 ms with it, 0.82 with this (Zen 4, 1 thread). */
+/* to_u8 of a vector of floats (to_u8_vec), the same roundings: max(t, 0) returns its second
+ * operand, 0, for a NaN t. GCC's vectorisation of the scalar compares went through masked moves
+ * and blends: a 32-channel int8 conv at 128^2 took 0.92 ms with it, 0.82 with this (Zen 4, 1
+ * thread). VF(op): the float intrinsic op at this level's width. */
 #if defined(__AVX512F__)
 #define LANE_FLOATS 16
 typedef __m512 floats_t;
 typedef __m512i lanes_t;
-static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
-    __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x), inv), zp);
-    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(A2R_U8_LEVELS));
-    return _mm512_cvttps_epi32(_mm512_add_ps(t, _mm512_set1_ps(0.5f)));
-}
-#define lanes_set1(v) _mm512_set1_epi32((int)(v))
+#define VF(op) _mm512_##op
 #define lanes_or_shifted(v, w, k) _mm512_or_si512((v), _mm512_slli_epi32((w), (k)))
 #define lanes_store(p, v) _mm512_storeu_si512((void *)(p), (v))
-#define floats_set1(v) _mm512_set1_ps(v)
+#define lanes_set1(v) _mm512_set1_epi32((int)(v))
 #elif defined(__AVX2__)
 #define LANE_FLOATS 8
 typedef __m256 floats_t;
 typedef __m256i lanes_t;
-static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
-    __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv), zp);
-    t = _mm256_min_ps(_mm256_max_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(A2R_U8_LEVELS));
-    return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_set1_ps(0.5f)));
-}
-#define lanes_set1(v) _mm256_set1_epi32((int)(v))
+#define VF(op) _mm256_##op
 #define lanes_or_shifted(v, w, k) _mm256_or_si256((v), _mm256_slli_epi32((w), (k)))
 #define lanes_store(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
-#define floats_set1(v) _mm256_set1_ps(v)
+#define lanes_set1(v) _mm256_set1_epi32((int)(v))
+#endif
+#ifdef LANE_FLOATS
+static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
+    floats_t t = VF(add_ps)(VF(mul_ps)(VF(loadu_ps)(x), inv), zp);
+    t = VF(min_ps)(VF(max_ps)(t, VF(setzero_ps)()), VF(set1_ps)((float)A2R_U8_LEVELS));
+    return VF(cvttps_epi32)(VF(add_ps)(t, VF(set1_ps)(0.5f)));
+}
 #endif
 
 /* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
@@ -249,7 +247,7 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
     const uint32_t zq = to_u8(0.0f, aq);
     int64_t done = 0;
 #ifdef LANE_FLOATS
-    const floats_t inv = floats_set1(aq.inv), zp = floats_set1(aq.zp);
+    const floats_t inv = VF(set1_ps)(aq.inv), zp = VF(set1_ps)(aq.zp);
     const lanes_t zv = lanes_set1(zq);
     for (; done + LANE_FLOATS <= n; done += LANE_FLOATS) {
         const int64_t t = done;
