@@ -205,11 +205,12 @@ class StageChain:
             x = self.runners[(s.name, assignment.get(s.name, "native"))](x, picture)
         return x
 
-    def time_stages(self, size: int, *, rounds: int = 5, budget_s: float = 0.5,
+    def time_stages(self, size: int, *, rounds: int = 5, budget_s: float = 0.5, warmup: int = 1,
                     progress=None) -> list[dict]:
         """Each (stage, backend) timed on the same input: that stage's input in a chain run
-        (ONNX stages: onnxruntime's output feeds the next stage, native where it cannot run).
-        Returns profile "stages" entries."""
+        (ONNX stages: onnxruntime's output feeds the next stage, native where it cannot run),
+        after ``warmup`` untimed calls (``interleaved_median_times``). Returns profile "stages"
+        entries."""
         picture = self.picture(size)
         x, entries = picture, []
         for s in self.stages:
@@ -224,7 +225,7 @@ class StageChain:
 
             times = interleaved_median_times([call(b, self.runners[(s.name, b)])
                                               for b in backends], rounds=rounds,
-                                             budget_s=budget_s * len(backends))
+                                             warmup=warmup, budget_s=budget_s * len(backends))
             for backend, t in zip(backends, times):
                 entries.append({"stage": s.name, "kind": s.kind, "backend": backend,
                                 "device": "cpu", "size": size, "ms": t * 1e3,
@@ -233,18 +234,9 @@ class StageChain:
         return entries
 
     def slowest_call(self, size: int) -> float:
-        """Seconds of the longest single call among the stages and backends at ``size`` (one
-        call each, chained as in ``time_stages``; first calls, so planning included)."""
-        picture = self.picture(size)
-        x, slowest = picture, 0.0
-        for s in self.stages:
-            x_in = np.array(x, copy=True)
-            for b in self.backends_of(s.name):
-                t0 = time.perf_counter()
-                y = self.runners[(s.name, b)](x_in, picture)
-                slowest = max(slowest, time.perf_counter() - t0)
-            x = np.array(y, copy=True)
-        return slowest
+        """Seconds of the longest single call among the stages and backends at ``size``: one
+        call each, no warm-up (first calls, so planning included)."""
+        return max(e["ms"] for e in self.time_stages(size, rounds=1, warmup=0)) / 1e3
 
 
 # --- the model's stages measured once per machine: calibration --------------------------------
