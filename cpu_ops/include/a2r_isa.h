@@ -84,40 +84,29 @@ static inline void a2r_vstore(float *p, a2r_vf v) {  /* any alignment */
 /* A2R_VSTREAM(p, v): a cache-bypassing (non-temporal) store of one vector to p aligned to the
  * vector's size; defined on x86, where each level has one. */
 #if defined(__AVX512F__)
+#include <immintrin.h>
 #define A2R_VSTREAM(p, v) _mm512_stream_ps((p), (__m512)(v))
 #elif defined(__AVX2__)
+#include <immintrin.h>
 #define A2R_VSTREAM(p, v) _mm256_stream_ps((p), (__m256)(v))
 #elif defined(__SSE2__)
 #include <xmmintrin.h>
 #define A2R_VSTREAM(p, v) _mm_stream_ps((p), (__m128)(v))
 #endif
 
-/* Floats p lies past the vector-aligned address before it: a caller that streams a long range
- * block by block makes its first block that much shorter, so that every later block starts
- * aligned and only the range's two ends take plain stores. */
-static inline int64_t a2r_stream_skew(const float *p) {
-    return (int64_t)(((uintptr_t)p & (sizeof(a2r_vf) - 1)) / sizeof(float));
-}
+#define A2R_LINE_FLOATS 16 /* floats in a 64-byte cache line */
 
-/* dst[0:n] = src[0:n] with cache-bypassing stores, for an op whose footprint reaches
- * a2r_stream_min_bytes() (a2r_runtime.h): the lines of dst are written without being read
- * first. src is a block just computed in L1. The floats before dst's first aligned vector and
- * after its last go as plain stores, never overlapping a streamed vector (a plain store into a
- * line still being combined for streaming flushes it half-written: adain 3.3x slower,
- * measured). A plain copy where the level has no streaming store. Each thread that streams
- * calls a2r_stream_fence() before its output is read by another. */
-static inline void a2r_stream_floats(float *dst, const float *src, int64_t n) {
 #ifdef A2R_VSTREAM
-    int64_t i = 0;
-    const int64_t head = A2R_MIN(n, (A2R_VEC_FLOATS - a2r_stream_skew(dst)) % A2R_VEC_FLOATS);
-    for (; i < head; i++) dst[i] = src[i];
-    for (; i + A2R_VEC_FLOATS <= n; i += A2R_VEC_FLOATS) A2R_VSTREAM(dst + i, a2r_vload(src + i));
-    for (; i < n; i++) dst[i] = src[i];
-#else
-    __builtin_memcpy(dst, src, (size_t)n * sizeof(float));
-#endif
+/* dst[0:n] = src[0:n] through cache-bypassing stores: the lines of dst are written without
+ * being read first. dst starts a cache line and n is whole lines: a plain store into a line
+ * still being combined for streaming flushes it half-written (adain 3.3x slower, measured).
+ * src: a block just computed in L1. */
+static inline void a2r_stream_lines(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i += A2R_VEC_FLOATS) A2R_VSTREAM(dst + i, a2r_vload(src + i));
 }
+#endif
 
+/* Orders a thread's streaming stores before what follows (its output read by another). */
 static inline void a2r_stream_fence(void) {
 #ifdef A2R_VSTREAM
     _mm_sfence();

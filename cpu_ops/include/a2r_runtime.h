@@ -38,7 +38,7 @@ int a2r_num_threads(void);
 int a2r_openmp_enabled(void);
 
 /* An op whose footprint (bytes read + bytes written) reaches this writes its output with
- * cache-bypassing stores (a2r_stream_floats in a2r_isa.h): its output cannot stay cached for the
+ * cache-bypassing stores (a2r_stream_lines in a2r_isa.h): its output cannot stay cached for the
  * next op anyway, and each line written is then not read first. Set once at import by the Python
  * layer (the last-level cache's size); until then, and after a set to <= 0, never (INT64_MAX).
  * The setter returns the old value. */

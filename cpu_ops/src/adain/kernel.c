@@ -6,9 +6,10 @@
  *   - A plane cut between threads: each thread computes its piece's moments, a barrier, each
  *     merges all pieces (Chan) and applies its own piece, still in its cache.
  *   - Given statistics: a plain apply of the thread's range.
- * The apply pass (norm_apply.h) is shared with adalin. Where x and y together fill the
- * last-level cache (a2r_stream_min_bytes) y is written with streaming stores: 64 planes of 256^2
- * (2 x 16.8 MB against Zen 4's 32 MB) on 1 thread 1.3-1.4x, on 2 threads 0.93-1.19x. */
+ * The apply pass (norm_apply.h) is shared with adalin. Out of place, where x and y together fill
+ * the last-level cache (a2r_norm_streams), y is written with streaming stores: 64 planes of
+ * 256^2 (2 x 16.8 MB against Zen 4's 32 MB) after a numpy pass, medians of 15, 1.16-1.26x on 1
+ * thread and 1.16x on 2. */
 #include <math.h>
 
 #include "a2r_isa.h"
@@ -34,7 +35,7 @@ void A2R_KERNEL(a2r_adain)(const float *x, int64_t nc, int64_t hw, const float *
                            const float *content_std, float eps, int activation, float alpha,
                            const float *residual, float *y) {
     const int nt = a2r_plane_threads(nc, hw);
-    const int stream = 2 * nc * hw * (int64_t)sizeof(float) >= a2r_stream_min_bytes();
+    const int stream = a2r_norm_streams(x, residual, y, nc * hw);
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {

@@ -31,7 +31,7 @@ void A2R_KERNEL(a2r_adalin)(const float *x, int64_t n, int64_t c, int64_t hw,
                             float alpha, double *moments, float *y) {
     const int64_t nc = n * c;
     const int nt = a2r_plane_threads(nc, hw);
-    const int stream = 2 * nc * hw * (int64_t)sizeof(float) >= a2r_stream_min_bytes();
+    const int stream = a2r_norm_streams(x, NULL, y, nc * hw);
     a2r_shared_piece pieces[2 * nt];
     #pragma omp parallel num_threads(nt) if (nt > 1)
     {

@@ -46,7 +46,8 @@
 extern int a2r_conv2d_algo;
 
 /* B tile budget: with the packed weights (<= 590 KB at C = O = 128, 3x3) it stays inside a 1-2 MB
- * L2; the tile never holds more than 8 panels (more columns add no reuse of a weight block). */
+ * L2; the tile never holds more than 8 panels (the panels are the outer loop, each through every
+ * row block, so wider tiles only make fewer, larger work items). */
 #define B_TILE_BYTES (192 * 1024)
 #define MAX_PANELS 8
 /* Floats of slack per slot to start each slot on a 64-byte line. */
@@ -218,8 +219,6 @@ static inline void block_kernel(const geometry *g, const float *restrict a,
 #if MR >= 8
         A2R_MR_CASE(8)
         A2R_MR_CASE(7)
-#endif
-#if MR >= 6
         A2R_MR_CASE(6)
         A2R_MR_CASE(5)
 #endif
@@ -525,8 +524,10 @@ static inline float *thread_slot(float *workspace, int tid, int64_t slot_floats)
  *   rule took it: 3 -> 16 at 256^2 0.73x / 0.74x, 8 -> 8 0.76x / 0.74x, 32 -> 32 at 16^2 0.89x /
  *   0.74x, 24^2 0.92x / 0.67x, 32^2 1.06x / 0.80x, 48^2 0.82x / 0.84x; it pays at 16 -> 16 (128^2)
  *   1.12x / 1.13x, 24 -> 32 1.34x / 1.50x, 64 -> 64 at 32^2 1.59x / 1.22x, 128 -> 128 at 32^2
- *   2.29x / 1.73x. So AVX2 takes the AVX-512 rule: on Zen 2 that leaves 3- and 8-channel convs
- *   direct at a 5-13% loss (the figures above) where Zen 3 gains 30-37%. */
+ *   2.29x / 1.73x. So AVX2 takes the AVX-512 rule. On Zen 2 (the figures above) that costs 5-13% on
+ *   3- and 8-channel convs and up to 20% on 32 -> 32 and 64 -> 64 at 16^2, now direct, where Zen
+ *   3 gains 30-37%. The #else rule below, derived from Zen 2's AVX2, now serves only the SSE2
+ *   and NEON levels, where it was not measured. */
 #if defined(__AVX512F__) || defined(__AVX2__)
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8

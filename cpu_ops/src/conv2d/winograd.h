@@ -22,9 +22,9 @@
 #include "winograd_f43.h"
 
 /* V tile budget: WINO_POS * C * nt floats within half of a 1 MB L2 (the same budget as the direct
- * path's strip); at C = 32 that is two NR panels at AVX-512, six at AVX2, at C = 128 one. With
- * F(2,3), 256 KB and 1 MB measured the same within noise (geomean of the bench shapes, 1 thread,
- * AVX-512 and AVX2). */
+ * path's strip); at C = 32 that is two NR panels at AVX-512, four at AVX2 (NR 24), at C = 128
+ * one. With F(2,3), 256 KB and 1 MB measured the same within noise (geomean of the bench shapes,
+ * 1 thread, AVX-512 and AVX2). */
 #define WINO_V_BYTES (512 * 1024)
 #define WINO_MAX_PANELS 8
 

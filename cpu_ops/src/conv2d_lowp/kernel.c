@@ -174,6 +174,18 @@ static inline uint32_t to_u8(float x, act_quant aq) {
     return (uint32_t)(int32_t)(t + 0.5f);
 }
 
+#ifdef LOWP_X86
+/* to_u8 of VL floats, the same roundings (maxps(x, 0) returns its second operand, 0, for a NaN
+ * x). GCC's vectorisation of the scalar compares went through masked moves and blends: a
+ * 32-channel int8 conv at 128^2 took 0.92 ms with it in to_lanes, 0.82 with this (Zen 4, 1
+ * thread). */
+static inline vi_t to_u8_v(vf_t x, vf_t inv, vf_t zp) {
+    x = vf_add(vf_mul(x, inv), zp);
+    x = vf_min(vf_max(x, vf_zero()), vf_set1((float)A2R_U8_LEVELS));
+    return vf_cvtt(vf_add(x, vf_set1(0.5f)));
+}
+#endif
+
 /* The u8 grid of a range {lo, hi} (widened to hold 0, so that zero padding is exact); *step
  * (when step is not NULL): the value of one level. The same rule for a layer's input and for
  * an output written as u8 on the next layer's grid, so that the two agree bit for bit. */
@@ -207,35 +219,6 @@ static act_quant quant_of(const float range[2], float *step) {
                        LEVEL(r3, t) << 24;                                                      \
     }
 
-/* to_u8 of a vector of floats (to_u8_vec), the same roundings: max(t, 0) returns its second
- * operand, 0, for a NaN t. GCC's vectorisation of the scalar compares went through masked moves
- * and blends: a 32-channel int8 conv at 128^2 took 0.92 ms with it, 0.82 with this (Zen 4, 1
- * thread). VF(op): the float intrinsic op at this level's width. */
-#if defined(__AVX512F__)
-#define LANE_FLOATS 16
-typedef __m512 floats_t;
-typedef __m512i lanes_t;
-#define VF(op) _mm512_##op
-#define lanes_or_shifted(v, w, k) _mm512_or_si512((v), _mm512_slli_epi32((w), (k)))
-#define lanes_store(p, v) _mm512_storeu_si512((void *)(p), (v))
-#define lanes_set1(v) _mm512_set1_epi32((int)(v))
-#elif defined(__AVX2__)
-#define LANE_FLOATS 8
-typedef __m256 floats_t;
-typedef __m256i lanes_t;
-#define VF(op) _mm256_##op
-#define lanes_or_shifted(v, w, k) _mm256_or_si256((v), _mm256_slli_epi32((w), (k)))
-#define lanes_store(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
-#define lanes_set1(v) _mm256_set1_epi32((int)(v))
-#endif
-#ifdef LANE_FLOATS
-static inline lanes_t to_u8_vec(const float *x, floats_t inv, floats_t zp) {
-    floats_t t = VF(add_ps)(VF(mul_ps)(VF(loadu_ps)(x), inv), zp);
-    t = VF(min_ps)(VF(max_ps)(t, VF(setzero_ps)()), VF(set1_ps)((float)A2R_U8_LEVELS));
-    return VF(cvttps_epi32)(VF(add_ps)(t, VF(set1_ps)(0.5f)));
-}
-#endif
-
 /* lanes[t] for t < n from D rows of floats rows[r*ld + t] (missing rows: nrows < D are zeros). */
 static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, int64_t nrows,
                      act_quant aq, uint32_t *restrict lanes, int64_t n) {
@@ -246,16 +229,15 @@ static void to_lanes(const geometry *g, const float *restrict rows, int64_t ld, 
     }
     const uint32_t zq = to_u8(0.0f, aq);
     int64_t done = 0;
-#ifdef LANE_FLOATS
-    const floats_t inv = VF(set1_ps)(aq.inv), zp = VF(set1_ps)(aq.zp);
-    const lanes_t zv = lanes_set1(zq);
-    for (; done + LANE_FLOATS <= n; done += LANE_FLOATS) {
-        const int64_t t = done;
-        lanes_t v = to_u8_vec(r0 + t, inv, zp);
-        v = lanes_or_shifted(v, nrows > 1 ? to_u8_vec(r1 + t, inv, zp) : zv, 8);
-        v = lanes_or_shifted(v, nrows > 2 ? to_u8_vec(r2 + t, inv, zp) : zv, 16);
-        v = lanes_or_shifted(v, nrows > 3 ? to_u8_vec(r3 + t, inv, zp) : zv, 24);
-        lanes_store(lanes + t, v);
+#ifdef LOWP_X86
+    const vf_t inv = vf_set1(aq.inv), zp = vf_set1(aq.zp);
+    const vi_t zv = vi_set1(zq);
+    for (; done + VL <= n; done += VL) {
+        vi_t v = to_u8_v(vf_load(r0 + done), inv, zp);
+        v = vi_or_shl(v, nrows > 1 ? to_u8_v(vf_load(r1 + done), inv, zp) : zv, 8);
+        v = vi_or_shl(v, nrows > 2 ? to_u8_v(vf_load(r2 + done), inv, zp) : zv, 16);
+        v = vi_or_shl(v, nrows > 3 ? to_u8_v(vf_load(r3 + done), inv, zp) : zv, 24);
+        vi_store(lanes + done, v);
     }
 #endif
     r0 += done, r1 += done, r2 += done, r3 += done, lanes += done, n -= done;
@@ -619,17 +601,13 @@ static void float_epilogue(const geometry *g, const void *c, int32_t cz, float s
  * NaN x, as to_u8 does. */
 static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *restrict dst) {
     int64_t t = 0;
-#if defined(__AVX2__)
+#ifdef LOWP_X86 /* (AVX2 here) */
     const __m256 inv = _mm256_set1_ps(q.inv), zp = _mm256_set1_ps(q.zp);
-    const __m256 top = _mm256_set1_ps((float)A2R_U8_LEVELS), half = _mm256_set1_ps(0.5f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undo the packs' lanes */
     for (; t + 32 <= n; t += 32) {
         __m256i k[4];
-        for (int j = 0; j < 4; j++) {
-            __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + t + 8 * j), inv), zp);
-            x = _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), top);
-            k[j] = _mm256_cvttps_epi32(_mm256_add_ps(x, half)); /* 0..255: packs never clip */
-        }
+        for (int j = 0; j < 4; j++) /* 0..255: packs never clip */
+            k[j] = to_u8_v(_mm256_loadu_ps(v + t + 8 * j), inv, zp);
         const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(k[0], k[1]),
                                               _mm256_packus_epi32(k[2], k[3]));
         _mm256_storeu_si256((__m256i *)(dst + t), _mm256_permutevar8x32_epi32(w, order));
@@ -643,8 +621,7 @@ static void quantise(const float *restrict v, int64_t n, act_quant q, uint8_t *r
 /* 16 int32 sums to u8 levels: what float_epilogue then to_u8 compute, bit for bit (one fma,
  * the activation, to_u8's clamps as maxps/minps). */
 static inline __m128i u8_levels_avx512(__m512i c, __m512 r, int act, __m512i z, __m512 sc,
-                                       __m512 sh, __m512 al, __m512 inv, __m512 zp,
-                                       __m512 top) {
+                                       __m512 sh, __m512 al, __m512 inv, __m512 zp) {
     const __m512 zero = _mm512_setzero_ps();
     __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), sc, sh);
     v = _mm512_add_ps(v, r); /* r: the residual, or -0 (x + -0 is x, -0 included) */
@@ -655,9 +632,7 @@ static inline __m128i u8_levels_avx512(__m512i c, __m512 r, int act, __m512i z, 
                                  v);
     else if (act == A2R_ACT_SILU) /* a2r_vsilu: a2r_silu1's operations, vector-wide */
         v = (__m512)a2r_vsilu((a2r_vf)v);
-    v = _mm512_add_ps(_mm512_mul_ps(v, inv), zp);
-    v = _mm512_add_ps(_mm512_min_ps(_mm512_max_ps(v, zero), top), _mm512_set1_ps(0.5f));
-    return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+    return _mm512_cvtepi32_epi8(to_u8_v(v, inv, zp));
 }
 
 /* The int8 epilogue straight to u8 levels in registers, every activation (SiLU through
@@ -669,7 +644,7 @@ static void u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scal
     const __m512i z = _mm512_set1_epi32(cz);
     const __m512 sc = _mm512_set1_ps(scale), sh = _mm512_set1_ps(shift);
     const __m512 al = _mm512_set1_ps(alpha), inv = _mm512_set1_ps(oq.inv);
-    const __m512 zp = _mm512_set1_ps(oq.zp), top = _mm512_set1_ps((float)A2R_U8_LEVELS);
+    const __m512 zp = _mm512_set1_ps(oq.zp);
     const __m512 none = _mm512_set1_ps(-0.0f);
     int64_t t = 0;
     /* whole vectors unmasked (a masked vpmovdb to memory was the bottleneck), then the tail */
@@ -677,13 +652,13 @@ static void u8_epilogue_avx512(const int32_t *restrict c, int32_t cz, float scal
         _mm_storeu_si128((__m128i *)(yq + t),
                          u8_levels_avx512(_mm512_loadu_si512(c + t),
                                           r ? _mm512_loadu_ps(r + t) : none,
-                                          act, z, sc, sh, al, inv, zp, top));
+                                          act, z, sc, sh, al, inv, zp));
     if (t < n) {
         const __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
         _mm_mask_storeu_epi8(yq + t, m,
                              u8_levels_avx512(_mm512_maskz_loadu_epi32(m, c + t),
                                               r ? _mm512_maskz_loadu_ps(m, r + t) : none,
-                                              act, z, sc, sh, al, inv, zp, top));
+                                              act, z, sc, sh, al, inv, zp));
     }
 }
 #endif

@@ -62,6 +62,14 @@ typedef __m512i vi_t;
     _mm512_add_epi32((acc), _mm512_madd_epi16(_mm512_maddubs_epi16((b), (a)), (ones)))
 #endif
 #define vi_ones16() _mm512_set1_epi16(1)
+#define LOWP_X86 1 /* the x86 levels' float <-> int helpers below (kernel.c to_u8_v) */
+#define vf_load(p) _mm512_loadu_ps(p)
+#define vf_add(a, b) _mm512_add_ps((a), (b))
+#define vf_mul(a, b) _mm512_mul_ps((a), (b))
+#define vf_max(a, b) _mm512_max_ps((a), (b))
+#define vf_min(a, b) _mm512_min_ps((a), (b))
+#define vf_cvtt(v) _mm512_cvttps_epi32(v)
+#define vi_or_shl(a, b, k) _mm512_or_si512((a), _mm512_slli_epi32((b), (k)))
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VL 8
@@ -82,6 +90,14 @@ typedef __m256i vi_t;
 #define u8s8_dot(acc, b, a, ones) \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((b), (a)), (ones)))
 #define vi_ones16() _mm256_set1_epi16(1)
+#define LOWP_X86 1
+#define vf_load(p) _mm256_loadu_ps(p)
+#define vf_add(a, b) _mm256_add_ps((a), (b))
+#define vf_mul(a, b) _mm256_mul_ps((a), (b))
+#define vf_max(a, b) _mm256_max_ps((a), (b))
+#define vf_min(a, b) _mm256_min_ps((a), (b))
+#define vf_cvtt(v) _mm256_cvttps_epi32(v)
+#define vi_or_shl(a, b, k) _mm256_or_si256((a), _mm256_slli_epi32((b), (k)))
 #elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
 #define VL 4
