@@ -22,6 +22,9 @@ def test_stale_temporaries_are_found_by_name(tmp_path):
     video = tmp_path / "clip.mp4"                      # the video writer's own extension
     part = files.private_temp(video, ".part.mp4")
     assert files.stale_temps(video) == [part]
+    upper = tmp_path / "clip.MP4"                      # which it writes in lower case
+    part = files.private_temp(upper, ".part.mp4")
+    assert files.stale_temps(upper) == [part]
     a = tmp_path / "a.png"                             # not another output's temporaries
     files.private_temp(tmp_path / "a.png.png")
     assert files.stale_temps(a) == []

@@ -83,11 +83,11 @@ def private_temp(path: Path, suffix: str = ".part") -> Path:
 
 def stale_temps(path: Path) -> list[Path]:
     """Temporary files a killed run left for output ``path``: exactly ``private_temp``'s names
-    for it (its prefix, mkstemp's 8 random characters, ".part" and maybe path's extension), so
-    not those of "a.png.png" for "a.png". Outputs whose names share their first
-    TEMP_PREFIX_CHARS characters cannot be told apart."""
-    name = re.compile(re.escape(temp_prefix(path)) + r"[a-z0-9_]{8}\.part(" +
-                      re.escape(path.suffix) + ")?")
+    for it (its prefix, mkstemp's 8 random characters, ".part" and maybe path's extension in
+    any case: the video writer lowers it), so not those of "a.png.png" for "a.png". Outputs
+    whose names share their first TEMP_PREFIX_CHARS characters cannot be told apart."""
+    name = re.compile(re.escape(temp_prefix(path)) + r"[a-z0-9_]{8}\.part((?i:" +
+                      re.escape(path.suffix) + "))?")
     try:
         return [p for p in path.parent.iterdir() if name.fullmatch(p.name)]
     except OSError:
