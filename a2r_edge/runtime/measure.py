@@ -230,13 +230,16 @@ class StageChain:
                 entries.append({"stage": s.name, "kind": s.kind, "backend": backend,
                                 "device": "cpu", "size": size, "ms": t * 1e3,
                                 "out_bytes": int(last[backend].nbytes)})
-            x = np.array(last[backends[-1]], copy=True)   # the last call made
+            x = last[backends[-1]]   # the last call made; the next stage copies it first
         return entries
 
     def slowest_call(self, size: int) -> float:
         """Seconds of the longest single call among the stages and backends at ``size``: one
-        call each, no warm-up (first calls, so planning included)."""
-        return max(e["ms"] for e in self.time_stages(size, rounds=1, warmup=0)) / 1e3
+        call each after a warm-up call: a first call plans, which took the bundled model's
+        slowest 64^2 call to 6.8-11 ms against 1.6-2.2 ms warm (scaled to 512^2, 0.43-0.70 s
+        against its 0.055 s calls there; 2 threads, Zen 4). A native call may run at 1 thread
+        while its steps' thread counts are measured (step_threads): the figure errs high."""
+        return max(e["ms"] for e in self.time_stages(size, rounds=1, warmup=1)) / 1e3
 
 
 # --- the model's stages measured once per machine: calibration --------------------------------
