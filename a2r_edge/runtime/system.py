@@ -18,7 +18,7 @@ import shutil
 import subprocess
 
 from .threads import (allowed_cpus as _affinity, cache_sizes, cgroup_cpu_quota, physical_cores_of,
-                      size_bytes, threads_for)
+                      read_text as _read, size_bytes, threads_for)
 
 
 _NO_LIMIT = 1 << 60
@@ -105,14 +105,6 @@ class HardwareProfile:
             lines.append(f"board: {self.board or '?'}" +
                          (f" (Jetson: {self.jetson})" if self.jetson else ""))
         return "\n".join(lines)
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace").replace("\x00", "").strip()
-    except OSError:
-        return None
 
 
 def _cpuinfo_model(text: str | None) -> str | None:

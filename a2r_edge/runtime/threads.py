@@ -86,6 +86,16 @@ def physical_cores_of(cpuinfo: str, allowed: set[int] | None) -> int | None:
     return processors or None
 
 
+def read_text(path: str) -> str | None:
+    """The text of a small system file (procfs, sysfs, device tree: NULs dropped), stripped;
+    None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").replace("\x00", "").strip()
+    except OSError:
+        return None
+
+
 def size_bytes(text: str | None) -> int | None:
     """'32K', '1024K', '32M', '1048576' -> bytes."""
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", re.I)
@@ -100,11 +110,7 @@ def cache_sizes(sys_root: str = "/sys") -> dict | None:
     base = os.path.join(sys_root, "devices", "system", "cpu", "cpu0", "cache")
 
     def read(entry: str, name: str) -> str | None:
-        try:
-            with open(os.path.join(base, entry, name), "rb") as f:
-                return f.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return None
+        return read_text(os.path.join(base, entry, name))
 
     try:
         entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
