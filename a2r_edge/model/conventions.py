@@ -28,7 +28,6 @@ Manifest fields (all optional)::
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import tempfile
 from pathlib import Path
@@ -114,7 +113,7 @@ def with_layouts(conv: Conventions, onnx_path) -> Conventions:
     output shapes (``declared_layout``; NCHW when the input does not say, the output as the
     input when it does not). ValueError when a stated layout is not the declared one."""
     try:
-        ends = _declared_ends(str(onnx_path), files.version(onnx_path))
+        ends = _declared_ends(onnx_path)
     except OSError:
         ends = None
     if ends is None:   # not a model: the loader says so, in its words, later
@@ -130,8 +129,8 @@ def with_layouts(conv: Conventions, onnx_path) -> Conventions:
                                or layout)
 
 
-@functools.lru_cache(maxsize=16)
-def _declared_ends(path: str, version: tuple) -> tuple | None:
+@files.per_version(16)
+def _declared_ends(path: str) -> tuple | None:
     """((layout or None, name, dims) of the input, the same of the first output) a model file
     declares, read once per file version (an Engine and its package ask again); None when it
     does not load."""

@@ -36,7 +36,6 @@ the picture guided by the input's luma, y = base + detail * (y - base)).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -85,15 +84,10 @@ class ModelPackage:
         return next((s for s in self.stages if s.kind == kind), None)
 
 
-def sha256_of(path: Path) -> str:
-    """The hex SHA-256 of the file at ``path``, read once per file version (``files.version``):
-    an Engine asks for its stages' digests several times (plan figures, calibration, stored
-    precision choices)."""
-    return _sha256(os.fspath(path), files.version(path))
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, version: tuple) -> str:
+@files.per_version(64)
+def sha256_of(path) -> str:
+    """The hex SHA-256 of the file at ``path``, read once per file version: an Engine asks for
+    its stages' digests several times (plan figures, calibration, stored precision choices)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -38,7 +38,6 @@ work). The runners of pieces no tile needs again are dropped after each pass.
 """
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 
@@ -256,7 +255,7 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
     for j, stage in enumerate(forward.model.stages):
         if stage.kind == "onnx" and whole and forward.variant is not None:
             path = str(stage.params["file"])
-            graph, norms, pieces, skipped = _statistics_of(path, files.version(path))
+            graph, norms, pieces, skipped = _statistics_of(path)
             if skipped:
                 name, why = next(iter(skipped.items()))
                 warnings.warn(f"stage {stage.name!r}: {len(skipped)} node(s) taking statistics "
@@ -276,12 +275,12 @@ def _add_stages(passes: _Passes, forward, stats, whole: bool) -> None:
         passes.add(run_stage, reads_slot=True)
 
 
-@functools.lru_cache(maxsize=4)   # (each entry holds a model's weights)
-def _statistics_of(path: str, version: tuple) -> tuple:
+@files.per_version(4)   # (each entry holds a model's weights)
+def _statistics_of(path: str) -> tuple:
     """(the loaded graph, left unchanged: ``piece_graph`` copies from it; the statistic nodes
     tiles can be given, the pieces they cut the graph into, {node: why} of the statistics they
     cannot be given) of an ONNX stage file (``whole_stats``; shape inference at two sizes),
-    once per file version (``files.version``): not read again for every tiled picture."""
+    once per file version (``files.per_version``): not read again for every tiled picture."""
     graph = whole_stats.load(path)
     types, sized = whole_stats.value_types(graph), whole_stats.picture_sized(graph)
     norms, skipped = whole_stats.statistic_nodes(graph, types, sized)

@@ -6,6 +6,7 @@ apps/bench.py) and adapted models (model/conventions.py) all write through here.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -40,6 +41,22 @@ def version(path) -> tuple:
     holds (a rewritten or replaced file gets a new one)."""
     st = os.stat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def per_version(maxsize: int):
+    """Decorator: ``fn(path)`` computed once per file version (``version``; OSError when the
+    path cannot be stat'ed), the ``maxsize`` latest results kept."""
+    def wrap(fn):
+        @functools.lru_cache(maxsize=maxsize)
+        def cached(path: str, _version: tuple):
+            return fn(path)
+
+        @functools.wraps(fn)
+        def call(path):
+            path = os.fspath(path)
+            return cached(path, version(path))
+        return call
+    return wrap
 
 
 def make_folder(folder: Path) -> None:
