@@ -32,9 +32,13 @@ def fma_peak(threads: int) -> float:
     return _PEAK[threads]
 
 
-def ort_session(w, b, pad, groups, threads):
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[pad] * 4, group=groups)
-    return single_op_session([node], {"w": w, "b": b}, threads).session
+def ort_session(w, b, pad, groups, threads, stride=1, leaky=None):
+    """onnxruntime Conv (then LeakyRelu(leaky) when given) of x with w, b."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if leaky else "y"], pads=[pad] * 4,
+                              group=groups, strides=[stride] * 2)]
+    if leaky:
+        nodes.append(helper.make_node("LeakyRelu", ["t"], ["y"], alpha=leaky))
+    return single_op_session(nodes, {"w": w, "b": b}, threads).session
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[0]}_{c[1]}px_k{c[2]}_g{c[3]}")
@@ -78,9 +82,7 @@ def test_conv2d_layer(benchmark, threads, layer):
     b = rng.standard_normal(o).astype(np.float32)
     conv = ops.Conv2d(w, b, stride=stride, pad=1, activation="leaky_relu", alpha=0.2)
     out = conv(x)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], pads=[1] * 4, strides=[stride] * 2),
-             helper.make_node("LeakyRelu", ["t"], ["y"], alpha=0.2)]
-    sess = single_op_session(nodes, {"w": w, "b": b}, threads).session
+    sess = ort_session(w, b, 1, 1, threads, stride=stride, leaky=0.2)
     np.testing.assert_allclose(out, sess.run(None, {"x": x})[0], rtol=1e-3, atol=1e-3)
     side = (hw - 1) // stride + 1
     compare(benchmark, lambda: conv(x, out=out), lambda: sess.run(None, {"x": x}),
