@@ -60,17 +60,19 @@ def test_two_writers_to_one_output_get_their_own_temporary_files(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_a_finished_video_gets_a_new_files_mode(tmp_path):
-    """Closing renames through files.publish: the 0600 temporary becomes a new file's mode."""
+def test_a_finished_video_gets_a_new_files_mode(tmp_path, monkeypatch):
+    """Closing renames through files.publish: the 0600 temporary becomes a new file's mode
+    (set to 0640 here, which no umask makes the temporary's)."""
     import stat
 
     from a2r_edge.runtime import files
+    monkeypatch.setattr(files, "FILE_MODE", 0o640)
     w = video.AtomicVideoWriter(tmp_path / "out.avi", 10.0, (16, 16))
     for _ in range(3):
         w.write(np.zeros((16, 16, 3), np.uint8))
     w.close()
     assert [p.name for p in tmp_path.iterdir()] == ["out.avi"]
-    assert stat.S_IMODE((tmp_path / "out.avi").stat().st_mode) == files.FILE_MODE
+    assert stat.S_IMODE((tmp_path / "out.avi").stat().st_mode) == 0o640
 
 
 @pytest.mark.parametrize("how", ["same path", "other spelling", "hard link"])
