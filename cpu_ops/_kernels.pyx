@@ -40,6 +40,7 @@ cdef extern from "a2r_kernels.h" nogil:
                             const float *bias, float eps, float *y) noexcept
     void a2r_pixel_shuffle(const float *x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t r,
                            int64_t top, int64_t left, int64_t oh, int64_t ow, float *y) noexcept
+    void a2r_transpose(const float *x, int64_t batch, int64_t rows, int64_t cols, float *y)
     void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int64_t w,
                               int64_t r, int64_t top, int64_t left, int64_t oh, int64_t ow,
                               uint8_t *y) noexcept
@@ -234,6 +235,11 @@ def pixel_shuffle_u8(const uint8_t[::1] x, int64_t n, int64_t c, int64_t h, int6
                      uint8_t[::1] y):
     with nogil:
         a2r_pixel_shuffle_u8(&x[0], n, c, h, w, r, top, left, oh, ow, &y[0])
+
+
+def transpose(const float[::1] x, int64_t batch, int64_t rows, int64_t cols, float[::1] y):
+    with nogil:
+        a2r_transpose(&x[0], batch, rows, cols, &y[0])
 
 
 def im2col(const float[::1] x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,

@@ -105,6 +105,11 @@
        int64_t left, int64_t oh, int64_t ow, uint8_t *y),                                       \
       (x, n, c, h, w, r, top, left, oh, ow, y))
 
+#define A2R_OPS_transpose(K, a)                                                                 \
+    K(a, void, a2r_transpose,                                                                   \
+      (const float *x, int64_t batch, int64_t rows, int64_t cols, float *y),                     \
+      (x, batch, rows, cols, y))
+
 #define A2R_OPS_im2col(K, a)                                                                    \
     K(a, void, a2r_im2col,                                                                      \
       (const float *x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,                  \
@@ -193,6 +198,7 @@
     A2R_OPS_gelu(K, a)                                                                          \
     A2R_OPS_rows(K, a)                                                                          \
     A2R_OPS_pixel_shuffle(K, a)                                                                 \
+    A2R_OPS_transpose(K, a)                                                                     \
     A2R_OPS_im2col(K, a)                                                                        \
     A2R_OPS_conv2d(K, a)                                                                        \
     A2R_OPS_conv2d_lowp(K, a)                                                                   \

@@ -147,6 +147,10 @@ void a2r_pixel_shuffle_u8(const uint8_t *x, int64_t n, int64_t c, int64_t h, int
                           int64_t r, int64_t top, int64_t left, int64_t oh, int64_t ow,
                           uint8_t *y);
 
+/* transpose: y[b, j, i] = x[b, i, j], x (batch, rows, cols) -> y (batch, cols, rows), any 4-byte
+ * elements (float32, int32: moved, never computed); x and y do not overlap. */
+void a2r_transpose(const float *x, int64_t batch, int64_t rows, int64_t cols, float *y);
+
 /* im2col, Caffe layout, zero padding. x (c, h, w) -> out (c*kh*kw, oh*ow) with
  *   oh = (h + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1 (same for ow), both > 0,
  *   out[((ci*kh + i)*kw + j)*oh*ow + y*ow + x] = x[ci, y*stride_h - pad_h + i*dil_h, ...] or 0. */

@@ -115,25 +115,51 @@ def transpose_perm(node, rank: int) -> list[int]:
     return [p % rank for p in perm]
 
 
-# A Transpose moving the last axis, of at least this many elements, is copied in slices of at
-# least _SLICE values (_transpose_build).
+def swapped_blocks(shape, perm) -> tuple[int, int, int] | None:
+    """(batch, rows, cols) when transposing an array of ``shape`` by ``perm`` is a batch of 2-D
+    transposes, y[b, j, i] = x[b, i, j] on the C-contiguous arrays (NCHW <-> NHWC: C and H*W
+    swap); None otherwise (the last axis kept, as attention's head splits; three blocks moved)."""
+    groups: list[list[int]] = []   # runs of x's axes that stay together, in y's order
+    for a in (a for a in perm if shape[a] != 1):
+        if groups and groups[-1][-1] + 1 == a:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    size = [int(np.prod([shape[a] for a in g])) for g in groups]
+    first = [g[0] for g in groups]
+    if len(groups) == 2 and first[0] > first[1]:
+        return 1, size[1], size[0]
+    if len(groups) == 3 and first[0] < first[2] < first[1]:
+        return size[0], size[2], size[1]
+    return None
+
+
+# The numpy path: a Transpose moving the last axis, of at least this many elements, is copied in
+# slices of at least _SLICE values (_transpose_build).
 _SLICED_TRANSPOSE = 1 << 18
 _SLICE = 1 << 12
 
 
 def _transpose_build(node, graph, shapes, view, scratch):
-    """y <- x transposed. A large one that moves x's last axis to where y's rows read it a few
-    values apart (NHWC -> NCHW) slice by slice along an axis of y that is neither its last nor
-    x's last (each slice a small 2-D transpose that stays in cache): numpy's one strided copy of
-    an NHWC (1, 516, 516, 64) map to NCHW took 97-104 ms, its slices 19-24 ms. Others (the
-    last axis kept, as attention's head splits; NCHW -> NHWC) in numpy's one copy."""
+    """y <- x transposed. A batch of 2-D transposes of float32 (swapped_blocks: NCHW <-> NHWC)
+    by the native kernel, in cache-sized tiles: numpy's strided copy of a (1, 64, 256, 256) map
+    to NHWC took 12 ms, the kernel 2.7 ms (1 thread, Zen 4). Otherwise numpy: a large one that
+    moves x's last axis to where y's rows read it a few values apart slice by slice along an axis
+    of y that is neither its last nor x's last (each slice a small 2-D transpose that stays in
+    cache: an NHWC (1, 516, 516, 64) map to NCHW took 97-104 ms in one strided copy, 19-24 ms in
+    slices, before the kernel took that case); the rest (the last axis kept, as attention's head
+    splits) in one copy, whose inner loop then runs along contiguous rows."""
     x, y = view(node.inputs[0]), view(node.outputs[0])
     perm = transpose_perm(node, x.ndim)
+    blocks = swapped_blocks(x.shape, perm)
+    if blocks is not None and x.dtype == np.float32:
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        return lambda: _kernels.transpose(xf, *blocks, yf)
     src = x.transpose(perm)
     free = [k for k in range(y.ndim - 1) if perm[k] != x.ndim - 1 and y.shape[k] > 1
             and y.size // y.shape[k] >= _SLICE]
-    # sliced where y's rows read x with a short stride (NHWC -> NCHW: C apart); a long one
-    # (NCHW -> NHWC: H*W apart) measured slower in slices (18.9 against 14.1 ms at 64x256^2)
+    # sliced where y's rows read x with a short stride; a long one measured slower in slices
+    # (NCHW -> NHWC, H*W apart: 18.9 against 14.1 ms at 64x256^2)
     if y.size < _SLICED_TRANSPOSE or perm[-1] == x.ndim - 1 or not free \
             or src.strides[-1] // src.itemsize > _SLICE:
         return lambda: np.copyto(y, src)

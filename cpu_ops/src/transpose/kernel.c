@@ -1,0 +1,123 @@
+/* transpose kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
+ * y[b, j, i] = x[b, i, j] on 4-byte elements, in tiles of 64 x 64 and, inside a tile, blocks
+ * of 8 x 8: eight 8-element pieces of x rows loaded, transposed in registers (block8), stored
+ * as eight pieces of y rows. A tile's blocks go down its rows for each 8 columns, so the 8 y
+ * rows of a column step get 256 contiguous bytes each within the tile. Measured on Zen 4, 1
+ * thread, a (64, 65536) matrix (a 64-channel 256^2 map to NHWC) and back, fastest of 20:
+ * numpy's strided copy 9-12 ms, onnxruntime's Transpose about 4 ms, OpenCV's cv2.transpose
+ * 2.5-3.7 ms, this kernel 2.7-3.6 ms (benchmarks/bench_transpose.py has the ratios). Tried in a
+ * scratch loop and not kept: strips of 8, 16 or 32 rows across the whole width, tiles of
+ * 16 x 256 and 32 x 128, the x rows' next tile prefetched, the blocks row-major when x's rows
+ * are the longer: alike or slower. Matrices with fewer than 8 rows or columns (a picture's 3
+ * planes to interleaved pixels) take a plain loop over 4 rows at a time: no block fits, and
+ * the 4 rows are 4 sequential streams. */
+#include <string.h>
+
+#include "a2r_isa.h"
+
+#define TILE 64
+
+#if A2R_VEC_FLOATS >= 8
+typedef float tr_v8 __attribute__((vector_size(32)));
+typedef int tr_i8 __attribute__((vector_size(32)));
+
+/* A two-input shuffle: indices 0..7 pick a's elements, 8..15 b's. The three rounds below use
+ * patterns that are single instructions at AVX2 and AVX-512 (unpcklps/unpckhps, shufps,
+ * vperm2f128). */
+#define SHUF8(a, b, ...) __builtin_shuffle(a, b, (tr_i8){__VA_ARGS__})
+
+/* y rows (stride ys) <- x columns of an 8 x 8 block (x rows stride xs). Unrolled so that the
+ * 16 vectors stay in registers. */
+static inline void block8(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
+    tr_v8 v[8], t[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) memcpy(&v[r], x + r * xs, sizeof v[r]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 8; r += 2) { /* pairs of rows interleaved */
+        t[r] = SHUF8(v[r], v[r + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[r + 1] = SHUF8(v[r], v[r + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < 8; r += 4) /* then pairs of pairs */
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            v[r + 2 * k] = SHUF8(t[r + k], t[r + k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            v[r + 2 * k + 1] = SHUF8(t[r + k], t[r + k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { /* then the 128-bit halves */
+        t[r] = SHUF8(v[r], v[r + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[r + 4] = SHUF8(v[r], v[r + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) memcpy(y + r * ys, &t[r], sizeof t[r]);
+}
+#else
+/* 128-bit levels (SSE2, NEON): GCC turns 8-wide shuffles into scalar moves there, so an 8 x 8
+ * block is four 4 x 4 ones, each two rounds of 4-wide shuffles (unpcklps/unpckhps and
+ * movlhps/movhlps at SSE2, zip and 64-bit zip at NEON). */
+typedef float tr_v4 __attribute__((vector_size(16)));
+typedef int tr_i4 __attribute__((vector_size(16)));
+#define SHUF4(a, b, ...) __builtin_shuffle(a, b, (tr_i4){__VA_ARGS__})
+
+static inline void block4(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
+    tr_v4 v[4], t[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) memcpy(&v[r], x + r * xs, sizeof v[r]);
+    _Pragma("GCC unroll 2") for (int r = 0; r < 4; r += 2) {
+        t[r] = SHUF4(v[r], v[r + 1], 0, 4, 1, 5);
+        t[r + 1] = SHUF4(v[r], v[r + 1], 2, 6, 3, 7);
+    }
+    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+        v[2 * k] = SHUF4(t[k], t[k + 2], 0, 1, 4, 5);
+        v[2 * k + 1] = SHUF4(t[k], t[k + 2], 2, 3, 6, 7);
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) memcpy(y + r * ys, &v[r], sizeof v[r]);
+}
+
+static inline void block8(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
+    block4(x, xs, y, ys);
+    block4(x + 4 * xs, xs, y + 4, ys);
+    block4(x + 4, xs, y + 4 * ys, ys);
+    block4(x + 4 * xs + 4, xs, y + 4 * ys + 4, ys);
+}
+#endif
+
+/* Tile rows [i0, i1) x columns [j0, j1) of one (rows, cols) matrix into y (cols, rows). */
+static void tile(const float *restrict x, int64_t rows, int64_t cols, int64_t i0, int64_t i1,
+                 int64_t j0, int64_t j1, float *restrict y) {
+    const int64_t ib = i0 + (i1 - i0) / 8 * 8, jb = j0 + (j1 - j0) / 8 * 8;
+    for (int64_t j = j0; j < jb; j += 8)
+        for (int64_t i = i0; i < ib; i += 8) block8(x + i * cols + j, cols, y + j * rows + i, rows);
+    for (int64_t j = j0; j < j1; j++) /* the edges */
+        for (int64_t i = j < jb ? ib : i0; i < i1; i++) y[j * rows + i] = x[i * cols + j];
+}
+
+/* A thin matrix (rows or cols below 8): four x rows at a time into y's interleaved rows. */
+static void thin(const float *restrict x, int64_t rows, int64_t cols, float *restrict y) {
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) {
+        const float *a = x + i * cols, *b = a + cols, *c = b + cols, *d = c + cols;
+        for (int64_t j = 0; j < cols; j++) {
+            float *o = y + j * rows + i;
+            o[0] = a[j];
+            o[1] = b[j];
+            o[2] = c[j];
+            o[3] = d[j];
+        }
+    }
+    for (; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
+}
+
+void A2R_KERNEL(a2r_transpose)(const float *restrict x, int64_t batch, int64_t rows,
+                               int64_t cols, float *restrict y) {
+    const int64_t plane = rows * cols;
+    const int par = batch * plane > 4 * A2R_PAR_GRAIN;
+    if (rows < 8 || cols < 8) {
+        #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (par)
+        for (int64_t b = 0; b < batch; b++) thin(x + b * plane, rows, cols, y + b * plane);
+        return;
+    }
+    /* work items: (matrix, tile); each writes its own part of y */
+    const int64_t ti = (rows + TILE - 1) / TILE, tj = (cols + TILE - 1) / TILE;
+    #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (par)
+    for (int64_t t = 0; t < batch * ti * tj; t++) {
+        const int64_t b = t / (ti * tj), i0 = t / tj % ti * TILE, j0 = t % tj * TILE;
+        tile(x + b * plane, rows, cols, i0, A2R_MIN(rows, i0 + TILE), j0,
+             A2R_MIN(cols, j0 + TILE), y + b * plane);
+    }
+}
