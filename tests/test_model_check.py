@@ -132,3 +132,40 @@ def test_model_check_says_the_multiple_a_unet_needs(tmp_path):
     assert "it plans at multiples of 4 only" in r.stdout
     r = check(os.path.join(FIXTURES, "cyclegan_resnet.onnx"), "--no-speed")
     assert r.returncode == 0 and "multiples of" not in r.stdout
+
+
+def test_parity_verdict_falls_back_to_the_outputs_float32_noise_only_when_needed():
+    from a2r_edge.apps.model_check import parity_verdict
+    asked = []
+
+    def noise(n):
+        return lambda: asked.append(n) or n
+
+    assert parity_verdict(1e-6, 1.0, noise(1.0)) == (True, parity_verdict(1e-6, 1.0, None)[1])
+    assert not asked                                        # within 1e-4 of the range: no noise
+    good, says = parity_verdict(1e-3, 1.0, noise(1e-7))     # a real difference: fails
+    assert not good and "FAIL" in says and asked == [1e-7]
+    good, says = parity_verdict(1e-3, 1e-3, noise(1e-3))    # at the output's float32 noise
+    assert good and "ok: below 2x 0.001" in says
+    good, says = parity_verdict(float("inf"), 1.0, noise(1.0))   # shapes differ
+    assert not good and asked == [1e-7, 1e-3]
+
+
+def test_model_check_passes_a_network_that_cancels_into_a_tiny_output(tmp_path):
+    """Conv (bias ~1000, weights 1e-6) then a 1x1 Conv whose weights sum to 0 and whose bias
+    cancels the 1000s: an output range of ~3e-4 made of values whose float32 ulp is 6e-5, so
+    native and onnxruntime differ by ~1e-4 (a third of the range: summation order alone). It
+    passes against the output's own noise (onnxruntime with its weights nudged one ulp)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 3, 3, 3)) * 1e-6
+    b = 1000 + rng.random(8)
+    w2 = rng.standard_normal((3, 8, 1, 1))
+    w2 -= w2.mean(axis=(1, 2, 3), keepdims=True)
+    inits = {"w": w, "b": b, "w2": w2, "b2": -(w2[:, :, 0, 0] @ b)}
+    path = _model(tmp_path / "cancel.onnx",
+                  [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4),
+                   helper.make_node("Conv", ["c", "w2", "b2"], ["y"])],
+                  {k: v.astype(np.float32) for k, v in inits.items()})
+    r = check(path, "--no-speed", "--size", "64x64")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "ok: below 2x" in r.stdout and "FAIL" not in r.stdout
