@@ -169,3 +169,25 @@ def test_model_check_passes_a_network_that_cancels_into_a_tiny_output(tmp_path):
     r = check(path, "--no-speed", "--size", "64x64")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "ok: below 2x" in r.stdout and "FAIL" not in r.stdout
+
+
+def test_model_check_settles_a_heavy_models_threads_on_their_first_measurement(monkeypatch,
+                                                                               capsys):
+    """Where settling every step's thread count (SETTLE_RUNS runs at 2 threads) would take
+    over SETTLE_BUDGET_S, the speed section times after the first measurement and says so (a
+    120-layer 64-channel CNN at 256^2 took about 2 minutes in all before)."""
+    from a2r_edge.__main__ import main
+    from a2r_edge.apps import model_check
+    from a2r_edge.runtime import cpu
+    if cpu.num_threads() < 2:
+        pytest.skip("one kernel thread: nothing to settle")
+    calls = []
+    monkeypatch.setattr(model_check, "SETTLE_BUDGET_S", 0.0)
+    real = model_check._median_ms
+    monkeypatch.setattr(model_check, "_median_ms",
+                        lambda fn, runs, warmup=1: calls.append(warmup) or real(fn, runs, warmup))
+    assert main(["model", "check", os.path.join(FIXTURES, "pix2pix_unet.onnx"), "--size",
+                 "32x32", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "each step's thread count from its first measurement (5 runs" in out
+    assert 4 in calls and 25 not in calls   # the first run, then 4 more: not SETTLE_RUNS

@@ -12,7 +12,8 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
     output when every weight moves one unit in the last place (exit code 1 when both fail);
   * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
     medians of --runs runs after warm-up runs (onnxruntime's one; the native side's as many as
-    its per-step thread counts take to settle: step_threads.SETTLE_RUNS), and their ratio; the
+    its per-step thread counts take to settle: step_threads.SETTLE_RUNS, or where that would
+    take over SETTLE_BUDGET_S, a heavy model, their first measurement), and their ratio; the
     native side at --precision (bf16, int8 or auto: calibrated on the bundled sample picture,
     its PSNR against the native fp32 output printed beside the quality guard);
   * with --profile, where the native time goes: each op type's share of a run, and the
@@ -34,6 +35,7 @@ from .convert import PRECISION_CHOICES
 
 PARITY = 1e-4   # of the output range, as the generator tests
 NOISE_FACTOR = 2   # failing that, of onnxruntime's change for one-ulp changes of the weights
+SETTLE_BUDGET_S = 15.0   # the most the speed section spends settling a plan's thread counts
 
 
 def add_parser(sub) -> None:
@@ -214,7 +216,7 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> No
     import onnxruntime as ort
 
     from ..model import NativeExecutor, precision as prec
-    from ..model.step_threads import SETTLE_RUNS, step_times
+    from ..model.step_threads import RECHECK, SAMPLES, SETTLE_RUNS, step_times
     from ..runtime import cpu
 
     low = args.precision != "fp32"
@@ -235,10 +237,20 @@ def _speed(args: argparse.Namespace, name: str, x: np.ndarray, nhwc: bool) -> No
                            f"{db:.1f} dB against fp32"
                            f"{f' (guard {guard:.0f} dB)' if guard else ''}")
                 print(f"  {label} at {entry['precision']}: {quality}: {entry['reason']}")
-            # past the runs that measure each step's thread count (every other one at 1 thread;
-            # at 1 thread nothing is measured)
-            native = _median_ms(lambda: timed.run_many({name: x}), args.runs,
-                                warmup=SETTLE_RUNS if threads > 1 else 1)
+            run = lambda: timed.run_many({name: x})   # noqa: E731
+            warmup = 1
+            if threads > 1:
+                # past the runs that measure each step's thread count (every other one at 1
+                # thread), and their recheck unless that would take over SETTLE_BUDGET_S
+                first = time.perf_counter()
+                run()
+                warmup = SETTLE_RUNS - 1
+                if (time.perf_counter() - first) * SETTLE_RUNS > SETTLE_BUDGET_S:
+                    warmup = 2 * SAMPLES
+                    print(f"  {label}: each step's thread count from its first measurement "
+                          f"({2 * SAMPLES + 1} runs; its recheck after {RECHECK} more would "
+                          f"take over {SETTLE_BUDGET_S:.0f} s)")
+            native = _median_ms(run, args.runs, warmup=warmup)
             if args.profile:
                 plan = timed.plan_for({name: x.shape})
                 steps = step_times(plan, args.runs)
