@@ -488,3 +488,32 @@ def test_float16_convolutions_are_refused_at_load(op):
     m = _fp16_conv_model(op, cast_weights=True)
     x = np.random.default_rng(1).standard_normal((1, 3, 9, 11)).astype(np.float32)
     np.testing.assert_allclose(NativeExecutor(m).run(x), ort_run(m, x), **PARITY)
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+def test_sums_over_leading_axes_run_as_one_einsum(threads, op):
+    """A sum or mean over a block of axes with others after it (a Keras SE block's mean over an
+    NHWC map's H and W) runs as one einsum over (A, R, B) (reduce.py _rows_reduced); those
+    and the other axis sets give float64 numpy's values to float32 rounding, with and without
+    keepdims."""
+    from a2r_edge.model.ops.reduce import _rows_reduced
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 24, 20, 8)).astype(np.float32)
+    assert _rows_reduced(x, (1, 2)) is not None and _rows_reduced(x, (0,)) is not None
+    assert _rows_reduced(x, (2, 3)) is None and _rows_reduced(x, (1, 3)) is None
+    assert _rows_reduced(x.astype(np.float64), (1, 2)) is None
+    for axes in ([1, 2], [0], [1], [2, 3], [1, 3], [0, 1, 2, 3]):
+        for keep in (0, 1):
+            want = getattr(np, op[6:].lower())(x.astype(np.float64), axis=tuple(axes),
+                                                keepdims=bool(keep))
+            axes_in = numpy_helper.from_array(np.array(axes, np.int64), "axes")
+            node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)
+            g = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+                "x", TensorProto.FLOAT, x.shape)], [helper.make_tensor_value_info(
+                    "y", TensorProto.FLOAT, want.shape)], [axes_in])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+            m.ir_version = 8
+            got = NativeExecutor(m).run(x)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * x.shape[1] ** 0.5,
+                                       err_msg=f"{axes} keepdims={keep}")

@@ -48,8 +48,36 @@ def _builder(fn):
             return lambda: y.fill(ident)
         yk = y.reshape(_reduced_shape(node, x.shape, axes) if int(node.attrs.get(
             "keepdims", 1)) else tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+        rows = _rows_reduced(x, axes) if fn in (np.sum, np.mean) else None
+        if rows is not None:
+            x3, shape = rows
+            y2, count = yk.reshape(shape), x3.shape[1]
+
+            def sum_rows():
+                np.einsum("arb->ab", x3, out=y2)
+                if fn is np.mean:
+                    np.divide(y2, count, out=y2)
+            return sum_rows
         return lambda: fn(x, axis=axes, keepdims=True, out=yk)
     return build
+
+
+def _rows_reduced(x, axes):
+    """A sum over a block of consecutive axes followed by others (an NHWC map's H and W: the
+    columns of a (H*W, C) matrix) as numpy's einsum over x as (A, R, B) into (A, B): (x3, the
+    result's shape). numpy's reduction over a non-last axis adds B values per row (a (1, 512,
+    512, 32) map: 4.4 ms; einsum 1.6 ms on 1 thread; np.matmul by ones as fast but on BLAS,
+    whose spinning threads then took the second core from the native kernels). None where the
+    axes are not such a block or x is not float32."""
+    if x.dtype != np.float32 or list(axes) != list(range(axes[0], axes[-1] + 1)) \
+            or axes[-1] == x.ndim - 1:
+        return None
+    a = int(np.prod(x.shape[:axes[0]]))
+    r = int(np.prod(x.shape[axes[0]:axes[-1] + 1]))
+    b = int(np.prod(x.shape[axes[-1] + 1:]))
+    if r < 2 or b < 2:
+        return None
+    return x.reshape(a, r, b), (a, b)
 
 
 def _identity(fn, dtype):
