@@ -110,3 +110,35 @@ def test_outputs_do_not_depend_on_the_choice(two_threads, name):
     plan = ex.plan_for({ex.input_names[0]: x.shape})
     assert len(plan.runner.choice[2]) == len(plan.steps)
     assert "threads per step (measured)" in ex.describe()
+
+
+def test_plan_products_run_numpys_blas_on_one_thread():
+    """A MatMul step large enough for BLAS's threads runs with numpy's BLAS limited to one
+    thread (whose spinning threads would hold the native kernels' cores after it), the limit
+    undone after the step; a small product is not wrapped."""
+    from threadpoolctl import threadpool_info
+    from onnx import TensorProto, helper, numpy_helper
+    from a2r_edge.runtime import threads
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen = []
+    step = threads.blas_on_one_thread(lambda: seen.append(blas_threads()),
+                                      threads.BLAS_THREADED_MACS)
+    step()
+    assert seen and all(n == 1 for n in seen[0]) and blas_threads() == before
+    small = lambda: None  # noqa: E731
+    assert threads.blas_on_one_thread(small, threads.BLAS_THREADED_MACS - 1) is small
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    np.testing.assert_allclose(NativeExecutor(m).run(x), x @ w, rtol=1e-4, atol=1e-4)
+    assert blas_threads() == before

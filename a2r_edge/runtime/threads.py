@@ -124,3 +124,31 @@ def cache_sizes(sys_root: str = "/sys") -> dict | None:
         suffix = {"Data": "d", "Instruction": "i"}.get(kind or "", "")
         caches[f"L{level}{suffix}"] = size
     return caches or None
+
+
+# A product with at least this many multiply-adds may run on several of numpy's BLAS threads
+# (OpenBLAS splits from a few 10^5); below it runs on the calling thread, and is left alone.
+BLAS_THREADED_MACS = 1 << 18
+
+_blas = None   # threadpoolctl's controller of the BLAS libraries numpy loaded (made on first use)
+
+
+def blas_on_one_thread(fn, macs: int):
+    """``fn`` (a numpy product of ``macs`` multiply-adds, a plan's step) run with numpy's BLAS
+    limited to one thread, as it was before it returns. A BLAS call on its own threads leaves
+    them spinning after it returns (OpenBLAS: for about 0.1 s), holding the cores the plan's
+    native kernels run on next: a 2-thread plan with a fp32 MatMul between convolutions (64
+    channels at 128^2) timed its steps' 2-thread samples 2-5x slower and kept 4 of 6 steps at 1
+    thread. The limit costs about 11 us a call, so products below BLAS_THREADED_MACS, which
+    BLAS runs on the calling thread anyway, are returned as they are."""
+    if macs < BLAS_THREADED_MACS:
+        return fn
+
+    def one_thread():
+        global _blas
+        if _blas is None:
+            from threadpoolctl import ThreadpoolController
+            _blas = ThreadpoolController()
+        with _blas.limit(limits=1, user_api="blas"):
+            fn()
+    return one_thread

@@ -28,6 +28,7 @@ import itertools
 import numpy as np
 
 from ... import ops
+from ...runtime.threads import blas_on_one_thread
 from .base import OpSpec, UnsupportedOpError, plan_consts, register
 from .conv import precision_args, probing
 
@@ -129,7 +130,7 @@ def _runner(x, packs, bias, geo, y, full, cols):
         np.copyto(y, full[crop])
         if bias is not None:
             np.add(y, bias, out=y)
-    return conv_transpose
+    return blas_on_one_thread(conv_transpose, len(work) * cols.size * xs.shape[2])
 
 
 # --- stacked sub-pixel form (2-D, dilation 1, a kernel a multiple of the stride) ------------

@@ -20,6 +20,7 @@ import functools
 import numpy as np
 
 from ... import ops
+from ...runtime.threads import blas_on_one_thread
 from .base import OpSpec, operand, register
 from .conv import precision_args, probing
 
@@ -91,7 +92,8 @@ def _matmul_build(node, graph, shapes, view, scratch):
     if _at_lowp(node):
         return _lowp_product(node, a.reshape(-1, a.shape[-1]), b, None,
                              y.reshape(-1, b.shape[1]), scratch)
-    return probing(node, a, lambda: np.matmul(a, b, out=y))
+    return probing(node, a, blas_on_one_thread(lambda: np.matmul(a, b, out=y),
+                                               y.size * a.shape[-1]))
 
 
 def _matmul_lowp(node, shapes, graph) -> str:
@@ -155,7 +157,7 @@ def _gemm_build(node, graph, shapes, view, scratch):
         own = scratch[len(scratch) - len(_lowp_scratch(1, 1, 1, bool(ta))):]   # after C's
         product = _lowp_product(node, a.T if ta else a, b, bias, y, own, bool(ta))
     else:
-        product = probing(node, a, product)
+        product = probing(node, a, blas_on_one_thread(product, y.size * a.shape[-1]))
 
     def gemm():
         product()
