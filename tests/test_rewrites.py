@@ -283,6 +283,45 @@ def test_gelu_pattern_is_one_gelu(form):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
+def tanh_gelu_model(form: str, kappa: float = 0.044715):
+    """tanh-GELU as the exporters write it: "torch" (nn.GELU(approximate="tanh") below opset
+    20: 0.5 * (x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * (x * (x * x)))))), "keras"
+    (tf.nn.gelu(approximate=True) through tf2onnx: (0.5 * x) * (1 + tanh(...)) with Pow(x, 3))."""
+    b = Builder(np.random.default_rng(8), 4)
+    x = b.conv("x", 4, 4)
+    cube = b.node("Mul", [x, b.node("Mul", [x, x])]) if form == "torch" else \
+        b.node("Pow", [x, b.const(3.0)])
+    poly = b.node("Add", [x, b.node("Mul", [b.const(kappa), cube])])
+    inner = b.node("Mul", [b.const(np.sqrt(2 / np.pi)), poly])
+    one_plus = b.node("Add", [b.const(1.0), b.node("Tanh", [inner])])
+    if form == "torch":
+        y = b.node("Mul", [b.const(0.5), b.node("Mul", [x, one_plus])])
+    else:
+        y = b.node("Mul", [b.node("Mul", [b.const(0.5), x]), one_plus])
+    return b.model(b.conv(y, 4, 4))
+
+
+@pytest.mark.parametrize("form", ["torch", "keras"])
+def test_tanh_gelu_pattern_is_one_gelu(form):
+    m = tanh_gelu_model(form)
+    x = np.random.default_rng(9).standard_normal((1, 4, 9, 7)).astype(np.float32) * 3
+    ex, got, ref = run_both(m, x)
+    p = plan(ex, x.shape)
+    assert p.rewrites.gelu_pattern == 1
+    gelus = [nd for nd in p.nodes if nd.op in ("Gelu", "Tanh", "Pow", "Mul", "Add")]
+    assert [(nd.op, nd.attrs.get("approximate")) for nd in gelus] == [("Gelu", "tanh")]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_tanh_gelu_lookalike_stays_op_by_op():
+    """0.04 instead of 0.044715 in the cube's coefficient: no rewrite, the same result."""
+    m = tanh_gelu_model("keras", kappa=0.04)
+    x = np.random.default_rng(10).standard_normal((1, 4, 6, 5)).astype(np.float32)
+    ex, got, ref = run_both(m, x)
+    assert plan(ex, x.shape).rewrites.gelu_pattern == 0
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_gelu_lookalike_stays_op_by_op():
     """x * 0.4 * (1 + erf(x / sqrt 2)) is not GELU: no rewrite, the same result."""
     m = gelu_model("front", half=0.4)

@@ -23,7 +23,10 @@ native side runs.
   (the InstanceNormalization's own folded in), which fusion can give an activation.
 * GELU as torch.onnx.export writes it below opset 20, ``x * 0.5 * (1 + erf(x / sqrt 2))`` in
   either order of its products (Div by sqrt 2 or Mul by 1/sqrt 2, Erf, Add 1, Mul by x, Mul by
-  0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five).
+  0.5): one Gelu node (the vectorised gelu kernel, one pass instead of five); its tanh form,
+  ``1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))`` in place of the erf part (torch's
+  approximate="tanh", Keras's approximate=True through tf2onnx, x^3 as Pow or two Muls): one
+  Gelu with approximate="tanh" (nine nodes).
 * Min(Max(x, lo), hi) or Max(Min(x, hi), lo) by scalar constants (tf.clip_by_value): one
   Clip.
 * DepthToSpace DCR (TensorFlow's) after a Conv it alone reads, maybe through a valuewise op:
@@ -689,26 +692,67 @@ def _erf_part(c: _Ctx, t: str):
     return (x, (d, erf, add)) if x else None
 
 
+def _cube_of(c: _Ctx, t: str, x: str):
+    """The nodes making t = x^3 (Pow(x, 3), x * (x * x) or (x * x) * x, each inner tensor read
+    once), or None."""
+    n = c.producer.get(t)
+    if n is None:
+        return None
+    if n.op == "Pow":
+        return (n,) if n.inputs[0] == x and _is(c.scalar(n.inputs[1]), 3.0) else None
+    if n.op != "Mul":
+        return None
+    for k in (0, 1):
+        sq = c.made_by(n.inputs[k], "Mul")
+        if n.inputs[1 - k] == x and sq and c.sole(n.inputs[k]) and sq.inputs == [x, x]:
+            return sq, n
+    return None
+
+
+def _tanh_part(c: _Ctx, t: str):
+    """t = 1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)) (tanh-GELU as torch writes it for
+    approximate="tanh" and tf2onnx for Keras's approximate=True), each inner tensor read once:
+    (x, its nodes), or None."""
+    add = c.made_by(t, "Add")
+    th = add and c.sole(t) and _other(c, add, 1.0)
+    tanh = th and c.sole(th) and c.made_by(th, "Tanh")
+    scaled = tanh and c.sole(tanh.inputs[0]) and c.made_by(tanh.inputs[0], "Mul")
+    s = scaled and _other(c, scaled, np.sqrt(2 / np.pi))
+    poly = s and c.sole(s) and c.made_by(s, "Add")
+    if not poly:
+        return None
+    for k in (0, 1):
+        x, term = poly.inputs[k], poly.inputs[1 - k]
+        m = c.made_by(term, "Mul") if c.sole(term) else None
+        cube = m and _other(c, m, 0.044715)
+        nodes = cube and c.sole(cube) and _cube_of(c, cube, x)
+        if nodes:
+            return x, nodes + (m, poly, scaled, tanh, add)
+    return None
+
+
 def _gelu_pattern(c: _Ctx, end: Node, count: Rewrites):
-    """end = (x * (1 + erf(x / sqrt 2))) * 0.5 or (x * 0.5) * (1 + erf(x / sqrt 2)), each
-    product in either order: one Gelu."""
+    """end = (x * (1 + f)) * 0.5 or (x * 0.5) * (1 + f), each product in either order, with
+    1 + f = 1 + erf(x / sqrt 2) (_erf_part) or 1 + tanh(...) (_tanh_part): one Gelu, its
+    approximate attribute "none" or "tanh"."""
     found = None
     half_of = _other(c, end, 0.5)
     inner = half_of and c.sole(half_of) and c.made_by(half_of, "Mul")
-    for k in (0, 1):
-        if inner:   # (x * (1 + erf)) * 0.5
-            e = _erf_part(c, inner.inputs[k])
-            if e and e[0] == inner.inputs[1 - k]:
-                found = e[0], e[1] + (inner,)
-        half = c.made_by(end.inputs[1 - k], "Mul")
-        if found is None and half and c.sole(end.inputs[1 - k]):   # (x * 0.5) * (1 + erf)
-            e = _erf_part(c, end.inputs[k])
-            if e and _other(c, half, 0.5) == e[0]:
-                found = e[0], e[1] + (half,)
+    for part, form in ((_erf_part, "none"), (_tanh_part, "tanh")):
+        for k in (0, 1):
+            if found is None and inner:   # (x * (1 + f)) * 0.5
+                e = part(c, inner.inputs[k])
+                if e and e[0] == inner.inputs[1 - k]:
+                    found = e[0], e[1] + (inner,), form
+            half = c.made_by(end.inputs[1 - k], "Mul")
+            if found is None and half and c.sole(end.inputs[1 - k]):   # (x * 0.5) * (1 + f)
+                e = part(c, end.inputs[k])
+                if e and _other(c, half, 0.5) == e[0]:
+                    found = e[0], e[1] + (half,), form
     if found is None or c.shapes.get(found[0]) != c.shapes.get(end.outputs[0]):
         return None
-    x, nodes = found
-    node = Node("Gelu", end.name + "/gelu", [x], list(end.outputs), {"approximate": "none"})
+    x, nodes, form = found
+    node = Node("Gelu", end.name + "/gelu", [x], list(end.outputs), {"approximate": form})
     c.new.append(node)
     for m in nodes + (end,):
         c.fused.setdefault(m.name, f"into Gelu {node.name!r}")
