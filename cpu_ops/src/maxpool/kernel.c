@@ -15,6 +15,23 @@ static inline void inside_columns(int64_t off, int64_t sw, int64_t w, int64_t ow
     if (*j1 > ow) *j1 = ow;
 }
 
+/* dst[j] = max(dst[j], s[j * SW]) (a NaN tap never wins) or dst[j] += s[j * SW], j in
+ * [j0, j1). Inlined with SW a constant for strides 1 and 2, whose loads the compiler then
+ * vectorises with whole vectors and shuffles; with the stride a run-time value it did less
+ * (1 thread, Zen 4, fastest of 30: MaxPool 3x3 s2 on 64 x 128^2 0.59 -> 0.48 ms, s1 1.52 ->
+ * 1.16 ms; AveragePool 2x2 s2 on 32 x 256^2 0.56 -> 0.44 ms). */
+static inline void tap_row(float *restrict dst, const float *restrict s, int64_t j0, int64_t j1,
+                           const int64_t SW, int sum) {
+    if (sum) {
+        for (int64_t j = j0; j < j1; j++) dst[j] += s[j * SW];
+    } else {
+        for (int64_t j = j0; j < j1; j++) {
+            const float v = s[j * SW];
+            dst[j] = v > dst[j] ? v : dst[j];
+        }
+    }
+}
+
 /* Both pools: count NULL, the max of each window's taps inside the input; else their sum
  * divided by count[i*ow + j]. Inlined into each kernel with count a known NULL or not, so the
  * tap loop has no branch on the mode. */
@@ -37,14 +54,12 @@ static inline void pool(const float *restrict x, int64_t nc, int64_t h, int64_t 
                 const int64_t off = b * dw - pw;
                 int64_t j0, j1;
                 inside_columns(off, sw, w, ow, &j0, &j1);
-                if (count) {
-                    for (int64_t j = j0; j < j1; j++) dst[j] += s[j * sw + off];
-                } else {
-                    for (int64_t j = j0; j < j1; j++) {
-                        const float v = s[j * sw + off];
-                        dst[j] = v > dst[j] ? v : dst[j];
-                    }
-                }
+                if (sw == 1)
+                    tap_row(dst, s + off, j0, j1, 1, count != NULL);
+                else if (sw == 2)
+                    tap_row(dst, s + off, j0, j1, 2, count != NULL);
+                else
+                    tap_row(dst, s + off, j0, j1, sw, count != NULL);
             }
         }
         if (count) {
