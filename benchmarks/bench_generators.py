@@ -1,6 +1,7 @@
-"""The six exported generator families (tests/fixtures/generators, small widths: a graph-shape
-benchmark, not a full-width one): native executor against onnxruntime and OpenVINO fp32
-(INFERENCE_PRECISION_HINT=f32) at 256^2 and 512^2 on 1 and 2 threads, ratios in one run
+"""The six exported generator families and a Keras generator through tf2onnx
+(tests/fixtures/generators, small widths: a graph-shape benchmark, not a full-width one):
+native executor against onnxruntime and OpenVINO fp32 (INFERENCE_PRECISION_HINT=f32) at 256^2
+and 512^2 on 1 and 2 threads, ratios in one run
 (medians of 5 to 50 rounds, more for the faster models; the native plan settled first:
 conftest.settle), and a per-op profile of each native
 plan (where the time goes; "OnnxRuntimeRegion" is the time of the nodes still run by
@@ -22,8 +23,9 @@ from conftest import compare, settle
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "generators")
 MODELS = ["cyclegan_resnet", "pix2pix_unet", "ugatit_light", "ugatit_full", "animeganv2",
-          "rrdb_x4", "realcugan_unet"]
+          "rrdb_x4", "realcugan_unet", "keras_se"]
 FIXED = {"ugatit_full": (24, 24)}   # exported at a fixed size: benchmarked at it
+NHWC = {"keras_se"}   # tf2onnx's default export: the picture in as (1, H, W, 3)
 PEERS = ("onnxruntime", "openvino")
 
 
@@ -66,7 +68,8 @@ def test_generator(benchmark, threads, name, size, peer):
     hw = FIXED.get(name, (size, size))
     if name in FIXED and size != 256:
         pytest.skip("fixed-size model: benchmarked once, at its own size")
-    x = np.random.default_rng(0).uniform(-1, 1, (1, 3) + hw).astype(np.float32)
+    shape = (1,) + hw + (3,) if name in NHWC else (1, 3) + hw
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ex = NativeExecutor(path)

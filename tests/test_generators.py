@@ -1,7 +1,8 @@
 """The six generator families as torch.onnx.export writes them (tests/fixtures/generators, made by
-tools/export_fixtures.py) run in the native executor and match onnxruntime to 1e-4 of the output
-range, at an even and an odd size; nodes the native side cannot run go to onnxruntime inside
-the plan, and the plan says which and why."""
+tools/export_fixtures.py) and a Keras generator as tf2onnx writes it (tools/export_keras_fixture.py)
+run in the native executor and match onnxruntime to 1e-4 of the output range, at an even and an
+odd size; nodes the native side cannot run go to onnxruntime inside the plan, and the plan says
+which and why."""
 from __future__ import annotations
 
 import dataclasses
@@ -61,6 +62,21 @@ def test_generator_matches_onnxruntime_at_even_and_odd_size(name):
         moved = ex.plan_for({ex.input_names[0]: x.shape}).specialised.foreign()
         for pl in moved:   # every node on onnxruntime is listed with its reason
             assert repr(pl.node) in text and pl.why
+
+
+def test_a_keras_export_matches_onnxruntime_with_its_gelus_fused():
+    """tf2onnx's export of a Keras generator (tools/export_keras_fixture.py: NHWC in and out,
+    tanh-GELU, an SE block, ReLU6, a "same" Conv2DTranspose) runs wholly natively, matches
+    onnxruntime at an even and an odd size, and each tanh-GELU is one Gelu."""
+    path = fixture("keras_se")
+    ex = NativeExecutor(path, strict=True)
+    rng = np.random.default_rng(0)
+    for h, w in ((32, 40), (37, 29)):
+        x = rng.uniform(-1, 1, (1, h, w, 3)).astype(np.float32)
+        assert_matches(path, ex, x)
+    p = ex.plan_for({ex.input_names[0]: x.shape})
+    assert p.rewrites.gelu_pattern == 2
+    assert [nd.attrs.get("approximate") for nd in p.nodes if nd.op == "Gelu"] == ["tanh"] * 2
 
 
 def test_fixed_size_generator_matches_at_its_size():
