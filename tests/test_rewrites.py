@@ -491,6 +491,40 @@ def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
         assert ops.count("Transpose") == (4 if shared else 0), ops
 
 
+@pytest.mark.parametrize("scale", ["se", "const", "large"])
+def test_transposes_move_past_a_multiply_by_a_small_broadcast_operand(scale):
+    """tf2onnx's SE block: Conv -> Transpose to NHWC -> Mul by a (1, 1, 1, C) scale ->
+    Transpose back -> Conv. The Transpose moves below the Mul, the scale taking the inverse
+    permutation (a runtime one through a Transpose of its C values, a constant folded), and
+    meets its inverse: only the scale's small Transpose is left. A (1, H, W, 1) operand larger
+    than _SMALL_OPERAND keeps the Transposes. onnxruntime's values every way."""
+    b = Builder(np.random.default_rng(33), 3)
+    c = b.conv("x", 3, 4)
+    t = b.node("Transpose", [c], perm=[0, 2, 3, 1])
+    if scale == "se":   # the scale from the NHWC map itself: a second reader of t's source
+        s = b.node("Sigmoid", [b.node("ReduceMean", [b.node("Transpose", [c],
+                                                            perm=[0, 2, 3, 1])],
+                                      axes=[1, 2], keepdims=1)])
+    elif scale == "const":
+        s = b.const(np.random.default_rng(34).uniform(0.5, 2, (1, 1, 1, 4)))
+    else:
+        s = b.node("Sigmoid", [b.node("ReduceMean", [t], axes=[3], keepdims=1)])
+    y = b.conv(b.node("Transpose", [b.node("Mul", [t, s])], perm=[0, 3, 1, 2]), 4, 4)
+    hw = (70, 66) if scale == "large" else (9, 7)
+    x = np.random.default_rng(35).standard_normal((1, 3) + hw).astype(np.float32)
+    ex, got, ref = run_both(b.model(y), x)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    p = plan(ex, x.shape)
+    big = [nd for nd in p.nodes if nd.op == "Transpose"
+           and np.prod(p.shapes[nd.outputs[0]]) > 4]
+    small = [nd for nd in p.nodes if nd.op == "Transpose" and nd not in big]
+    if scale == "large":
+        assert len(big) == 2
+    else:
+        assert len(big) == (1 if scale == "se" else 0), [nd.name for nd in big]
+        assert len(small) == (1 if scale == "se" else 0)
+
+
 @pytest.mark.parametrize("perm", [(0, 3, 1, 2), (0, 2, 3, 1), (0, 2, 1, 3)])
 def test_a_large_transpose_copied_in_slices(perm):
     """Transposes of over 2^18 values: NHWC -> NCHW copied slice by slice (model/ops/tensor.py),

@@ -225,25 +225,43 @@ _VALUEWISE = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSigmoid", "Har
 _ELEMENTWISE_2 = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max"}
 
 
+# A broadcast operand of at most this many values may be transposed to let a big Transpose move
+# past the op that reads both (_sink_transposes): an SE block's (1, 1, 1, C) scale.
+_SMALL_OPERAND = 1 << 12
+
+
 def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[list, list]:
     """(nodes, the Transposes made): each Transpose read only by an op acting on each value
-    (``_VALUEWISE``; or ``_ELEMENTWISE_2`` whose other input is a scalar constant or the same
-    Transpose of a tensor of the same shape) moves below that op, which then reads the
-    Transpose's input: one Transpose fewer for two inputs, none more otherwise, and one that
-    reaches its inverse goes with it (``_drop_identities``). tf2onnx leaves such chains
-    (NHWC Relu, Add, clip between NCHW Convs) where its own optimiser gave up."""
+    (``_VALUEWISE``; or ``_ELEMENTWISE_2`` whose other input is a scalar constant, the same
+    Transpose of a tensor of the same shape, or a small operand broadcast to the output)
+    moves below that op, which then reads the Transpose's input: one Transpose fewer for two
+    inputs, none more otherwise (a small operand gets the inverse permutation: of at most
+    _SMALL_OPERAND values, folded when constant), and one that reaches its inverse goes with it
+    (``_drop_identities``). tf2onnx leaves such chains (NHWC Relu, Add, clip, an SE block's
+    multiply between NCHW Convs) where its own optimiser gave up."""
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
     readers = _reader_counts(sp.graph.nodes)
     producer: dict[str, Node] = {}
     kept, made = [], []
     for n in sp.graph.nodes:
-        firsts = _transposed_inputs(n, producer, readers, consts, shapes, outs)
+        firsts, small = _transposed_inputs(n, producer, readers, consts, shapes, outs)
         if not firsts:
             kept.append(n)
             producer.update((t, n) for t in n.outputs if t)
             continue
         perm = transpose_perm(firsts[0], len(shapes[firsts[0].outputs[0]]))
         source = {f.outputs[0]: f.inputs[0] for f in firsts}
+        undo = [perm.index(i) for i in range(len(perm))]   # the inverse permutation
+        for t in small:   # into the layout the moved Transposes' inputs have
+            back = f"{t}::before_transpose"
+            shapes[back] = tuple(shapes[t][p] for p in undo)
+            sp.dtypes[back] = sp.dtypes.get(t, np.dtype(_F32))
+            if t in consts:
+                consts[back] = np.ascontiguousarray(np.transpose(consts[t], undo))
+            else:
+                kept.append(Node("Transpose", f"{n.name}::{t}::untransposed", [t], [back],
+                                 {"perm": undo}))
+            source[t] = back
         y = n.outputs[0]
         before = f"{y}::before_transpose"
         n.inputs = [source.get(t, t) for t in n.inputs]
@@ -264,27 +282,39 @@ def _scalar_const(consts: dict, t: str) -> bool:
     return t in consts and np.size(consts[t]) == 1
 
 
-def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> list:
-    """The Transposes (one perm) ``n`` may read past, or []: ``_sink_transposes``' rule."""
+def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> tuple[list, list]:
+    """(the Transposes (one perm) ``n`` may read past, the small broadcast operands that then
+    take the inverse permutation), or ([], []): ``_sink_transposes``' rule."""
+    none = [], []
     if len(n.outputs) != 1 or not n.outputs[0] or shapes.get(n.outputs[0]) is None:
-        return []
+        return none
+    rank = len(shapes[n.outputs[0]])
+    small = []
     if n.op in _VALUEWISE:
         data, rest = n.inputs[:1], n.inputs[1:]
     elif n.op in _ELEMENTWISE_2 and len(n.inputs) == 2:
         data = [t for t in n.inputs if not _scalar_const(consts, t)]
         rest = [t for t in n.inputs if t not in data]
+        firsts = [producer.get(t) for t in data]
+        if len(data) == 2 and sum(f is not None and f.op == "Transpose" for f in firsts) == 1:
+            # one Transpose and one small operand broadcast to the output (same rank)
+            small = [t for t, f in zip(data, firsts) if f is None or f.op != "Transpose"]
+            s = shapes.get(small[0])
+            if s is None or len(s) != rank or int(np.prod(s)) > _SMALL_OPERAND or \
+                    shapes.get(small[0]) == shapes[n.outputs[0]]:
+                return none
+            data = [t for t in data if t not in small]
     else:
-        return []
+        return none
     if any(t and not _scalar_const(consts, t) for t in rest) or not data:
-        return []
+        return none
     firsts = [producer.get(t) for t in data]
     if any(f is None or f.op != "Transpose" or readers.get(t) != 1 or t in outs
            or shapes.get(t) != shapes[n.outputs[0]] for f, t in zip(firsts, data)):
-        return []
-    rank = len(shapes[n.outputs[0]])
+        return none
     if len({tuple(transpose_perm(f, rank)) for f in firsts}) != 1 or len(set(data)) != len(data):
-        return []
-    return firsts
+        return none
+    return firsts, small
 
 
 def _same_as(n: Node, consts: dict, shapes: dict, producer: dict) -> str | None:
