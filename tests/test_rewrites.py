@@ -491,6 +491,31 @@ def test_transposes_move_below_valuewise_ops_to_meet_their_inverse():
         assert ops.count("Transpose") == (4 if shared else 0), ops
 
 
+@pytest.mark.parametrize("k,s,p,crop,folded", [
+    (4, 2, 0, [1, 1, -1, -1], True),     # Keras's "same" Conv2DTranspose: 2H + 2 -> 2H
+    (3, 2, 1, [0, 2, -1, -3], True),     # uneven, after the node's own pads
+    (4, 2, 0, [1, 1, -1, -1, 2], False),  # step 2: kept
+])
+def test_a_crop_after_a_conv_transpose_becomes_its_pads(k, s, p, crop, folded):
+    """tf2onnx's Slice of a ConvTranspose's spatial axes (starts, ends, steps constants) goes
+    into the ConvTranspose's pads; the values are onnxruntime's at an even and an odd size."""
+    from test_generator_ops import _ints, conv_transpose
+    b = Builder(np.random.default_rng(36), 4)
+    y = conv_transpose(b, b.conv("x", 4, 6), 6, 5, k, s, p)
+    ins = [y, _ints(b, crop[:2]), _ints(b, crop[2:4]), _ints(b, [2, 3])]
+    if len(crop) > 4:
+        ins.append(_ints(b, [crop[4]] * 2))
+    y = b.conv(b.node("Relu", [b.node("Slice", ins)]), 5, 4)
+    m = b.model(y)
+    for hw in ((8, 10), (7, 9)):
+        x = np.random.default_rng(37).standard_normal((1, 4) + hw).astype(np.float32)
+        ex, got, ref = run_both(m, x)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        p_ = plan(ex, x.shape)
+        assert p_.rewrites.crop_into_conv_transpose == int(folded)
+        assert ("Slice" in [nd.op for nd in p_.nodes]) != folded
+
+
 @pytest.mark.parametrize("scale", ["se", "const", "large"])
 def test_transposes_move_past_a_multiply_by_a_small_broadcast_operand(scale):
     """tf2onnx's SE block: Conv -> Transpose to NHWC -> Mul by a (1, 1, 1, C) scale ->

@@ -32,14 +32,17 @@ native side runs.
 * DepthToSpace DCR (TensorFlow's) after a Conv it alone reads, maybe through a valuewise op:
   the Conv's output channels reordered, the node CRD (the native pixel-shuffle kernel).
 * A constant zero Pad of H and W only, read by one Conv: the Conv's own pads.
+* A Slice by constants, step 1, of the spatial axes of a ConvTranspose's output it alone reads
+  (tf2onnx's crop after Keras's "same" Conv2DTranspose): the ConvTranspose's pads.
 * A Pad of zeros or a Slice of everything at this size (exports that pad to a multiple and
   crop back, pix2pix's): removed, its readers read its input (a graph output: its input's
   producer writes it).
 * A Transpose undoing the Transpose it reads (tf2onnx's NHWC <-> NCHW pairs, and those an NHWC
   network adapted by conventions.py starts and ends with): the second removed, its readers
   reading the first's input; the first too where nothing else reads its result. Then each
-  Transpose read only by a valuewise op moves below it (two of an Add's inputs become one),
-  and those meeting their inverse go too.
+  Transpose read only by a valuewise op moves below it (two of an Add's inputs become one; a
+  small broadcast operand, an SE block's scale, takes the inverse permutation), and those
+  meeting their inverse go too.
 
 Where a pattern does not match exactly, its nodes stay as they are (op by op). Each rewrite is
 counted (``Rewrites``); nodes left without readers are dropped. Linear in the node count.
@@ -51,7 +54,7 @@ import dataclasses
 import numpy as np
 
 from .graph import Node
-from .ops.tensor import transpose_perm
+from .ops.tensor import slice_index, transpose_perm
 from .specialise import Placement, Specialised, place
 
 _F32 = np.float32
@@ -69,6 +72,7 @@ class Rewrites:
     clip_pattern: int = 0
     depth_to_space_crd: int = 0
     pad_into_conv: int = 0
+    crop_into_conv_transpose: int = 0
     identity_at_size: int = 0
     transpose_pair: int = 0
     transpose_sunk: int = 0
@@ -152,6 +156,8 @@ def rewrite(sp: Specialised) -> Rewrites:
             new = _clip_pattern(c, n, count)
         elif n.op == "DepthToSpace":
             new = _depth_to_space_crd(c, n, count)
+        elif n.op == "Slice":
+            new = _crop_into_conv_transpose(c, n, count)
         if new is not None:
             replaced[i] = new
     if not replaced and not c.replaced and not fused:
@@ -859,6 +865,37 @@ def _depth_to_space_crd(c: _Ctx, n: Node, count: Rewrites):
 
 
 # --- Pad into Conv ------------------------------------------------------------------------------
+
+def _crop_into_conv_transpose(c: _Ctx, sl: Node, count: Rewrites):
+    """A Slice by constants, step 1, of the spatial axes of a ConvTranspose's output it alone
+    reads (tf2onnx's crop after a Keras "same" Conv2DTranspose: 258 -> 256) into the
+    ConvTranspose's pads, grown by what it cuts on each side: one pass (its output written
+    cropped) instead of two. [] (the Slice goes) or None."""
+    ct = c.made_by(sl.inputs[0], "ConvTranspose")
+    shape = c.shapes.get(sl.inputs[0])
+    if ct is None or not c.sole(sl.inputs[0]) or shape is None or "output_shape" in ct.attrs \
+            or ct.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "") \
+            or any(t not in c.consts for t in sl.inputs[1:] if t):
+        return None
+    given = {k: np.asarray(c.consts[t]) for k, t in enumerate(sl.inputs) if k and t}
+    try:
+        index = slice_index(sl, shape, given.get)
+    except ValueError:
+        return None
+    spans = [s.indices(d) for s, d in zip(index, shape)]
+    if any(step != 1 for _, _, step in spans) or \
+            any((a, b) != (0, d) for (a, b, _), d in zip(spans[:2], shape[:2])):
+        return None
+    sp = len(shape) - 2
+    pads = [int(v) for v in ct.attrs.get("pads") or [0] * 2 * sp]
+    ct.attrs = dict(ct.attrs, pads=[p + a for p, (a, _, _) in zip(pads[:sp], spans[2:])]
+                    + [p + d - b for p, (_, b, _), d in zip(pads[sp:], spans[2:], shape[2:])])
+    ct.outputs = list(sl.outputs)
+    c.producer[sl.outputs[0]] = ct
+    c.fused[sl.name] = f"into ConvTranspose {ct.name!r}'s pads"
+    count.crop_into_conv_transpose += 1
+    return []
+
 
 def _pad_into_conv(c: _Ctx, conv: Node, count: Rewrites):
     pad = c.made_by(conv.inputs[0], "Pad")
