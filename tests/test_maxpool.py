@@ -58,3 +58,26 @@ def test_average_pool_matches_reference(native, rng, attrs, hw):
         return
     ex = NativeExecutor(m, strict=True)
     np.testing.assert_allclose(ex.run(data), want, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_max_pool_skips_nans_and_keeps_infinities(native, rng, stride):
+    """The kernel's max (a row buffer of the window's rows, then its columns) never lets a NaN
+    win, keeps +-inf, and gives -inf for a window of NaNs only: the max of the taps with every
+    NaN read as -inf, whatever the order the taps are taken in."""
+    from a2r_edge import _kernels
+    h, w, k, p = 11, 13, 3, 1
+    x = rng.standard_normal((2, h, w)).astype(np.float32)
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[0, :3, :3] = np.nan                      # a window of NaNs only
+    x[1, 5, 6], x[1, 7, 2] = np.inf, -np.inf
+    oh, ow = (h + 2 * p - k) // stride + 1, (w + 2 * p - k) // stride + 1
+    y = np.empty((2, oh, ow), np.float32)
+    _kernels.maxpool(x.reshape(-1), 2, h, w, k, k, stride, stride, p, p, 1, 1, oh, ow,
+                     y.reshape(-1))
+    padded = np.pad(np.where(np.isnan(x), -np.inf, x), ((0, 0), (p, p), (p, p)),
+                    constant_values=-np.inf)
+    want = np.array([[[padded[c, i * stride:i * stride + k, j * stride:j * stride + k].max()
+                       for j in range(ow)] for i in range(oh)] for c in range(2)])
+    np.testing.assert_array_equal(y, want)
+    assert y[0, 0, 0] == -np.inf
