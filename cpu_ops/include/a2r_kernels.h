@@ -111,7 +111,7 @@ void a2r_resize(const float *x, int64_t nc, int64_t h, int64_t w, int64_t oh, in
 
 /* maxpool: 2-D max pooling of nc planes (h, w) -> (oh, ow): y[i, j] = max over taps (a, b),
  * a < kh, b < kw, of x[i*sh - ph + a*dh, j*sw - pw + b*dw] among those inside the input
- * (-inf when none is); strides, dilations >= 1, pads >= 0. */
+ * and not NaN (-inf when none is); strides, dilations >= 1, pads >= 0. */
 void a2r_maxpool(const float *x, int64_t nc, int64_t h, int64_t w, int64_t kh, int64_t kw,
                  int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                  int64_t oh, int64_t ow, float *y);
