@@ -8,9 +8,8 @@
  * 2.5-3.7 ms, this kernel 2.7-3.6 ms (benchmarks/bench_transpose.py has the ratios). Tried in a
  * scratch loop and not kept: strips of 8, 16 or 32 rows across the whole width, tiles of
  * 16 x 256 and 32 x 128, the x rows' next tile prefetched, the blocks row-major when x's rows
- * are the longer: alike or slower. Matrices with fewer than 8 rows or columns (a picture's 3
- * planes to interleaved pixels) take a plain loop over 4 rows at a time: no block fits, and
- * the 4 rows are 4 sequential streams. */
+ * are the longer: alike or slower. Matrices with fewer than 8 rows or columns take a plain
+ * loop (thin): no block fits. */
 #include <string.h>
 
 #include "a2r_isa.h"
@@ -86,21 +85,20 @@ static void tile(const float *restrict x, int64_t rows, int64_t cols, int64_t i0
         for (int64_t i = j < jb ? ib : i0; i < i1; i++) y[j * rows + i] = x[i * cols + j];
 }
 
-/* A thin matrix (rows or cols below 8): four x rows at a time into y's interleaved rows. */
+/* A thin matrix (rows or cols below 8): the long side in order, the short side's few rows as
+ * that many strided streams (a picture's 3 planes into interleaved pixels: y written in order,
+ * x read from its 3 rows). Split between threads along the long side. */
 static void thin(const float *restrict x, int64_t rows, int64_t cols, float *restrict y) {
-    int64_t i = 0;
-    for (; i + 4 <= rows; i += 4) {
-        const float *a = x + i * cols, *b = a + cols, *c = b + cols, *d = c + cols;
-        for (int64_t j = 0; j < cols; j++) {
-            float *o = y + j * rows + i;
-            o[0] = a[j];
-            o[1] = b[j];
-            o[2] = c[j];
-            o[3] = d[j];
-        }
+    const int par = rows * cols > 4 * A2R_PAR_GRAIN;
+    if (rows <= cols) {
+        #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (par)
+        for (int64_t j = 0; j < cols; j++)
+            for (int64_t i = 0; i < rows; i++) y[j * rows + i] = x[i * cols + j];
+    } else {
+        #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (par)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
     }
-    for (; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
 }
 
 void A2R_KERNEL(a2r_transpose)(const float *restrict x, int64_t batch, int64_t rows,
@@ -108,7 +106,6 @@ void A2R_KERNEL(a2r_transpose)(const float *restrict x, int64_t batch, int64_t r
     const int64_t plane = rows * cols;
     const int par = batch * plane > 4 * A2R_PAR_GRAIN;
     if (rows < 8 || cols < 8) {
-        #pragma omp parallel for schedule(static) num_threads(a2r_num_threads()) if (par)
         for (int64_t b = 0; b < batch; b++) thin(x + b * plane, rows, cols, y + b * plane);
         return;
     }
