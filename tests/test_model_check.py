@@ -190,4 +190,27 @@ def test_model_check_settles_a_heavy_models_threads_on_their_first_measurement(m
                  "32x32", "--runs", "1"]) == 0
     out = capsys.readouterr().out
     assert "each step's thread count from its first measurement (5 runs" in out
-    assert 4 in calls and 25 not in calls   # the first run, then 4 more: not SETTLE_RUNS
+    assert 3 in calls and 24 not in calls   # two runs, then 3 more: not SETTLE_RUNS
+
+
+def test_the_noise_nudges_weights_only_and_not_graphs_with_steps(tmp_path):
+    """_nudged_outputs moves the weights of the summing ops (a Resize's scales stay: the output
+    keeps its size) and measures nothing for a graph with a threshold or a rounding (one ulp
+    there moves an output by a whole step)."""
+    from a2r_edge.apps.model_check import _nudged_outputs
+    import onnxruntime as ort
+    rng = np.random.default_rng(1)
+    w = (rng.standard_normal((3, 3, 3, 3)) * 0.2).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 4)
+    resize = helper.make_node("Resize", ["c", "", "scales"], ["y"], mode="nearest")
+    scales = np.array([1, 1, 2, 2], np.float32)
+    smooth = _model(tmp_path / "resize.onnx", [conv, resize], {"w": w, "scales": scales})
+    stepped = _model(tmp_path / "floor.onnx", [conv, helper.make_node("Floor", ["c"], ["y"])],
+                     {"w": w})
+    x = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    so = ort.SessionOptions()
+    out = _nudged_outputs(smooth, so, {"x": x})
+    ref = ort.InferenceSession(smooth, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert out[0].shape == ref[0].shape == (1, 3, 16, 16)
+    assert 0 < np.abs(out[0] - ref[0]).max() < 1e-5   # the weights moved, by float32 noise
+    assert _nudged_outputs(stepped, so, {"x": x}) is None

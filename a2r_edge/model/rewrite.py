@@ -248,7 +248,7 @@ def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[lis
     outs, consts, shapes = set(sp.graph.outputs), sp.graph.consts, sp.shapes
     readers = _reader_counts(sp.graph.nodes)
     producer: dict[str, Node] = {}
-    kept, made = [], []
+    kept, made = [], []   # made: the moved Transposes and the small operands' (placed anew)
     for n in sp.graph.nodes:
         firsts, small = _transposed_inputs(n, producer, readers, consts, shapes, outs)
         if not firsts:
@@ -259,14 +259,16 @@ def _sink_transposes(sp: Specialised, fused: dict, count: Rewrites) -> tuple[lis
         source = {f.outputs[0]: f.inputs[0] for f in firsts}
         undo = [perm.index(i) for i in range(len(perm))]   # the inverse permutation
         for t in small:   # into the layout the moved Transposes' inputs have
-            back = f"{t}::before_transpose"
+            back = f"{n.name}::{t}::before_transpose"
             shapes[back] = tuple(shapes[t][p] for p in undo)
             sp.dtypes[back] = sp.dtypes.get(t, np.dtype(_F32))
             if t in consts:
                 consts[back] = np.ascontiguousarray(np.transpose(consts[t], undo))
             else:
-                kept.append(Node("Transpose", f"{n.name}::{t}::untransposed", [t], [back],
-                                 {"perm": undo}))
+                small_t = Node("Transpose", f"{n.name}::{t}::untransposed", [t], [back],
+                               {"perm": undo})
+                kept.append(small_t)
+                made.append(small_t)
             source[t] = back
         y = n.outputs[0]
         before = f"{y}::before_transpose"
@@ -883,7 +885,7 @@ def _crop_into_conv_transpose(c: _Ctx, sl: Node, count: Rewrites):
     except ValueError:
         return None
     spans = [s.indices(d) for s, d in zip(index, shape)]
-    if any(step != 1 for _, _, step in spans) or \
+    if any(step != 1 or b <= a for a, b, step in spans) or \
             any((a, b) != (0, d) for (a, b, _), d in zip(spans[:2], shape[:2])):
         return None
     sp = len(shape) - 2
