@@ -129,6 +129,46 @@ def test_plan_products_run_numpys_blas_on_one_thread():
                                       threads.BLAS_THREADED_MACS)
     step()
     assert seen and all(n == 1 for n in seen[0]) and blas_threads() == before
+    # two plans' steps overlapping in two threads (a enters, b enters, a leaves, b leaves):
+    # the limit set by the first in and lifted by the last out (a stand-in controller: which
+    # thread reads OpenBLAS's setting is OpenBLAS's business)
+    import threading
+    calls = []
+
+    class Limit:
+        def restore_original_limits(self):
+            calls.append("lifted")
+
+    class Controller:
+        def limit(self, limits, user_api):
+            calls.append(("limited", limits, user_api))
+            return Limit()
+
+    saved = dict(threads._blas)
+    threads._blas.update(controller=Controller(), limit=None)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def a():
+        a_in.set()
+        b_in.wait(5)
+
+    def b():
+        b_in.set()
+        a_out.wait(5)
+        calls.append("b, a gone")
+
+    try:
+        ta = threading.Thread(target=threads.blas_on_one_thread(a, threads.BLAS_THREADED_MACS))
+        ta.start()
+        a_in.wait(5)
+        tb = threading.Thread(target=threads.blas_on_one_thread(b, threads.BLAS_THREADED_MACS))
+        tb.start()
+        ta.join(5)
+        a_out.set()
+        tb.join(5)
+    finally:
+        threads._blas.update(saved)
+    assert calls == [("limited", 1, "blas"), "b, a gone", "lifted"], calls
     small = lambda: None  # noqa: E731
     assert threads.blas_on_one_thread(small, threads.BLAS_THREADED_MACS - 1) is small
     rng = np.random.default_rng(3)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 
 
 def allowed_cpus() -> set[int]:
@@ -130,25 +131,40 @@ def cache_sizes(sys_root: str = "/sys") -> dict | None:
 # (OpenBLAS splits from a few 10^5); below it runs on the calling thread, and is left alone.
 BLAS_THREADED_MACS = 1 << 18
 
-_blas = None   # threadpoolctl's controller of the BLAS libraries numpy loaded (made on first use)
+# numpy's BLAS held at one thread while any plan step needs it (threads of the process share
+# the setting): threadpoolctl's controller, the limit in force, and how many steps are inside
+_blas = {"controller": None, "limit": None, "inside": 0}
+_blas_lock = threading.Lock()
 
 
 def blas_on_one_thread(fn, macs: int):
     """``fn`` (a numpy product of ``macs`` multiply-adds, a plan's step) run with numpy's BLAS
-    limited to one thread, as it was before it returns. A BLAS call on its own threads leaves
-    them spinning after it returns (OpenBLAS: for about 0.1 s), holding the cores the plan's
-    native kernels run on next: a 2-thread plan with a fp32 MatMul between convolutions (64
-    channels at 128^2) timed its steps' 2-thread samples 2-5x slower and kept 4 of 6 steps at 1
-    thread. The limit costs about 11 us a call, so products below BLAS_THREADED_MACS, which
-    BLAS runs on the calling thread anyway, are returned as they are."""
+    limited to one thread, as it was once no step is inside. A BLAS call on its own threads
+    leaves them spinning after it returns (OpenBLAS: for about 0.1 s), holding the cores the
+    plan's native kernels run on next: a 2-thread plan with a fp32 MatMul between convolutions
+    (64 channels at 128^2) timed its steps' 2-thread samples 2-5x slower and kept 4 of 6 steps
+    at 1 thread. The first step in sets the limit and the last one out lifts it (steps of
+    plans in other threads overlap). Measured on plans run from the main thread: numpy's
+    OpenBLAS 0.3.31 does not report a limit set from another thread as in force (whether it
+    applies there was not measured). It costs about 11 us a call, so products below
+    BLAS_THREADED_MACS, which BLAS runs on the calling thread anyway, are returned as they
+    are."""
     if macs < BLAS_THREADED_MACS:
         return fn
+    from threadpoolctl import ThreadpoolController   # (a dependency: fails here, not mid-run)
 
     def one_thread():
-        global _blas
-        if _blas is None:
-            from threadpoolctl import ThreadpoolController
-            _blas = ThreadpoolController()
-        with _blas.limit(limits=1, user_api="blas"):
+        with _blas_lock:
+            if _blas["inside"] == 0:
+                if _blas["controller"] is None:
+                    _blas["controller"] = ThreadpoolController()
+                _blas["limit"] = _blas["controller"].limit(limits=1, user_api="blas")
+            _blas["inside"] += 1
+        try:
             fn()
+        finally:
+            with _blas_lock:
+                _blas["inside"] -= 1
+                if _blas["inside"] == 0:
+                    _blas["limit"].restore_original_limits()
     return one_thread
