@@ -1,7 +1,7 @@
 """How many threads the CPU kernels may use: physical cores within the process's affinity mask,
-capped by the cgroup CPU quota (``default_threads``); and the caches' sizes. Pure Python, no
-native code: the CPU kernels' loader (cpu.py) sizes its thread pool with it before the extension
-loads.
+capped by the cgroup CPU quota (``default_threads``); the caches' sizes; and numpy's BLAS held
+to one thread inside a plan's products (``blas_on_one_thread``). Pure Python, no native code:
+the CPU kernels' loader (cpu.py) sizes its thread pool with it before the extension loads.
 """
 from __future__ import annotations
 
