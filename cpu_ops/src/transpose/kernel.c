@@ -4,8 +4,9 @@
  * as eight pieces of y rows. A tile's blocks go down its rows for each 8 columns, so the 8 y
  * rows of a column step get 256 contiguous bytes each within the tile. Measured on Zen 4, 1
  * thread, a (64, 65536) matrix (a 64-channel 256^2 map to NHWC) and back, fastest of 20:
- * numpy's strided copy 9-12 ms, onnxruntime's Transpose about 4 ms, OpenCV's cv2.transpose
- * 2.5-3.7 ms, this kernel 2.7-3.6 ms (benchmarks/bench_transpose.py has the ratios). Tried in a
+ * numpy's strided copy 9-12 ms, onnxruntime's Transpose 3-6 ms, OpenCV's cv2.transpose
+ * 2.5-3.7 ms, this kernel 2.7-3.6 ms; in benchmarks/bench_transpose.py's medians the map to
+ * NHWC (64 rows read 256 KB apart) took 3.2 to 5.4 ms from one test to the next in one run. Tried in a
  * scratch loop and not kept: strips of 8, 16 or 32 rows across the whole width, tiles of
  * 16 x 256 and 32 x 128, the x rows' next tile prefetched, the blocks row-major when x's rows
  * are the longer: alike or slower. Matrices with fewer than 8 rows or columns take a plain
