@@ -8,9 +8,10 @@ For one input size (default 256 x 256, or the model's fixed size) it reports
     take and give 3 channels (exit code 1 when not; the rest is still checked);
   * parity against onnxruntime on a seeded random input in [-1, 1]: the largest difference per
     output, against 1e-4 of the output's range, or where the range is at float32's resolution
-    (a network that cancels large values into a tiny output), twice the change of onnxruntime's
-    output when every weight moves one unit in the last place (not for graphs with thresholds
-    or roundings, where one ulp moves a whole step; exit code 1 when both fail);
+    (a deep network whose output collapses, or cancels large values into a tiny output), 8
+    times the change of onnxruntime's output when every weight moves one unit in the last place
+    (not for graphs with thresholds or roundings, where one ulp moves a whole step; exit code 1
+    when both fail);
   * speed against onnxruntime at the machine's thread counts (1 and all kernel threads):
     medians of --runs runs after warm-up runs (onnxruntime's one; the native side's as many as
     its per-step thread counts take to settle: step_threads.SETTLE_RUNS, or where that would
@@ -35,7 +36,12 @@ from . import positive_int
 from .convert import PRECISION_CHOICES
 
 PARITY = 1e-4   # of the output range, as the generator tests
-NOISE_FACTOR = 2   # failing that, of onnxruntime's change for one-ulp changes of the weights
+# Failing that, this many times onnxruntime's change for one-ulp changes of the weights: on a
+# 120-layer 32-channel ReLU CNN (random weights: its output range collapsed to 2.6e-20) the
+# native fp32 output (3x3 convolutions on Winograd F(4,3)) differed from onnxruntime's by 3.6
+# times that change, onnxruntime optimised from its unoptimised graph by 1.1 times; a wrong
+# result differs by about the output's range, orders of magnitude above.
+NOISE_FACTOR = 8
 SETTLE_BUDGET_S = 15.0   # the most the speed section spends settling a plan's thread counts
 
 
