@@ -1,80 +1,51 @@
 /* transpose kernel body (contract: a2r_kernels.h). Compiled once per ISA level.
  * y[b, j, i] = x[b, i, j] on 4-byte elements, in tiles of 64 x 64 and, inside a tile, blocks
- * of 8 x 8: eight 8-element pieces of x rows loaded, transposed in registers (block8), stored
- * as eight pieces of y rows. A tile's blocks go down its rows for each 8 columns, so the 8 y
- * rows of a column step get 256 contiguous bytes each within the tile. Measured on Zen 4, 1
- * thread, a (64, 65536) matrix (a 64-channel 256^2 map to NHWC) and back, fastest of 20:
- * numpy's strided copy 9-12 ms, onnxruntime's Transpose 3-6 ms, OpenCV's cv2.transpose
- * 2.5-3.7 ms, this kernel 2.7-3.6 ms; in benchmarks/bench_transpose.py's medians the map to
- * NHWC (64 rows read 256 KB apart) took 3.2 to 5.4 ms from one test to the next in one run. Tried in a
- * scratch loop and not kept: strips of 8, 16 or 32 rows across the whole width, tiles of
- * 16 x 256 and 32 x 128, the x rows' next tile prefetched, the blocks row-major when x's rows
- * are the longer: alike or slower. Matrices with fewer than 8 rows or columns take a plain
- * loop (thin): no block fits. */
+ * of 8 x 8 made of four 4 x 4 ones transposed in registers (block4). A tile's blocks go down
+ * its rows for each 8 columns, so the 8 y rows of a column step get 256 contiguous bytes each
+ * within the tile (4 x 4 blocks stepped one by one were 1.2x slower). Tried in a scratch loop
+ * and not kept: strips of 8, 16 or 32 rows across the whole width, tiles of 16 x 256 and
+ * 32 x 128, the x rows' next tile prefetched, the blocks row-major when x's rows are the longer:
+ * alike or slower. Matrices with fewer than 8 rows or columns take a plain loop (thin): no block fits.
+ * Speed against numpy, onnxruntime and OpenCV: benchmarks/bench_transpose.py. */
 #include <string.h>
 
 #include "a2r_isa.h"
 
 #define TILE 64
 
-#if A2R_VEC_FLOATS >= 8
-typedef float tr_v8 __attribute__((vector_size(32)));
-typedef int tr_i8 __attribute__((vector_size(32)));
-
-/* A two-input shuffle: indices 0..7 pick a's elements, 8..15 b's. The three rounds below use
- * patterns that are single instructions at AVX2 and AVX-512 (unpcklps/unpckhps, shufps,
- * vperm2f128). */
-#define SHUF8(a, b, ...) __builtin_shuffle(a, b, (tr_i8){__VA_ARGS__})
-
-/* y rows (stride ys) <- x columns of an 8 x 8 block (x rows stride xs). Unrolled so that the
- * 16 vectors stay in registers. */
-static inline void block8(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
-    tr_v8 v[8], t[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) memcpy(&v[r], x + r * xs, sizeof v[r]);
-    _Pragma("GCC unroll 4") for (int r = 0; r < 8; r += 2) { /* pairs of rows interleaved */
-        t[r] = SHUF8(v[r], v[r + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[r + 1] = SHUF8(v[r], v[r + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    _Pragma("GCC unroll 2") for (int r = 0; r < 8; r += 4) /* then pairs of pairs */
-        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
-            v[r + 2 * k] = SHUF8(t[r + k], t[r + k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            v[r + 2 * k + 1] = SHUF8(t[r + k], t[r + k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { /* then the 128-bit halves */
-        t[r] = SHUF8(v[r], v[r + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        t[r + 4] = SHUF8(v[r], v[r + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) memcpy(y + r * ys, &t[r], sizeof t[r]);
-}
-#else
-/* 128-bit levels (SSE2, NEON): GCC turns 8-wide shuffles into scalar moves there, so an 8 x 8
- * block is four 4 x 4 ones, each two rounds of 4-wide shuffles (unpcklps/unpckhps and
- * movlhps/movhlps at SSE2, zip and 64-bit zip at NEON). */
 typedef float tr_v4 __attribute__((vector_size(16)));
 typedef int tr_i4 __attribute__((vector_size(16)));
+
+/* A two-input shuffle: indices 0..3 pick a's elements, 4..7 b's; the two rounds below are
+ * single instructions at every level (unpcklps/unpckhps and movlhps/movhlps at x86, zip1/zip2
+ * at NEON). */
 #define SHUF4(a, b, ...) __builtin_shuffle(a, b, (tr_i4){__VA_ARGS__})
 
+/* y rows (stride ys) <- x columns of a 4 x 4 block (x rows stride xs). 128-bit at every level:
+ * one 8 x 8 block on 256-bit shuffles (unpck, shufps, vperm2f128) at AVX2 and AVX-512 was
+ * slower than four of these (the (64, 65536) matrix and back, 1 thread: 2.4-3.3 ms against
+ * 2.0-2.8 ms). */
 static inline void block4(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
     tr_v4 v[4], t[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) memcpy(&v[r], x + r * xs, sizeof v[r]);
-    _Pragma("GCC unroll 2") for (int r = 0; r < 4; r += 2) {
+    _Pragma("GCC unroll 2") for (int r = 0; r < 4; r += 2) { /* pairs of rows interleaved */
         t[r] = SHUF4(v[r], v[r + 1], 0, 4, 1, 5);
         t[r + 1] = SHUF4(v[r], v[r + 1], 2, 6, 3, 7);
     }
-    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+    _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) { /* then their 64-bit halves */
         v[2 * k] = SHUF4(t[k], t[k + 2], 0, 1, 4, 5);
         v[2 * k + 1] = SHUF4(t[k], t[k + 2], 2, 3, 6, 7);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) memcpy(y + r * ys, &v[r], sizeof v[r]);
 }
 
+/* An 8 x 8 block as four 4 x 4 ones. */
 static inline void block8(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
     block4(x, xs, y, ys);
     block4(x + 4 * xs, xs, y + 4, ys);
     block4(x + 4, xs, y + 4 * ys, ys);
     block4(x + 4 * xs + 4, xs, y + 4 * ys + 4, ys);
 }
-#endif
 
 /* Tile rows [i0, i1) x columns [j0, j1) of one (rows, cols) matrix into y (cols, rows). */
 static void tile(const float *restrict x, int64_t rows, int64_t cols, int64_t i0, int64_t i1,
