@@ -25,6 +25,7 @@ Bad models print one line and exit 2, like every command.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import warnings
 from pathlib import Path
@@ -165,13 +166,11 @@ def run(args: argparse.Namespace) -> int:
     refs = sess.run(None, feed)
     print("\nparity against onnxruntime (random input in [-1, 1]):")
     ok = True
-    nudged = []   # onnxruntime's outputs with the weights nudged, made when first needed
+    nudged = functools.cache(lambda: _nudged_outputs(args.model, so, feed))   # when first needed
 
     def noise(i: int, ref) -> float:
         """The output's float32 noise; inf where it cannot be had (no fallback then)."""
-        if not nudged:
-            nudged.append(_nudged_outputs(args.model, so, feed))
-        out = None if nudged[0] is None else nudged[0][i]
+        out = None if nudged() is None else nudged()[i]
         if out is None or out.shape != ref.shape:
             return float("inf")
         return float(np.abs(out.astype(np.float64) - ref).max())
@@ -191,7 +190,8 @@ def parity_verdict(err: float, span: float, noise) -> tuple[bool, str]:
     """Whether the largest difference ``err`` from onnxruntime's output passes, and the line
     saying so: err <= PARITY of the output's range ``span``; failing that (and finite), err <=
     NOISE_FACTOR x noise(), the output's float32 noise (an output whose range is at the
-    resolution of the values behind it: a network that cancels large values; inf: none)."""
+    resolution of the values behind it: a deep network whose output collapses, one that cancels
+    large values; inf: none)."""
     span = span or 1.0
     line = f"max |native - onnxruntime| {err:.3g} = {err / span:.2g} of the range"
     if err <= PARITY * span:

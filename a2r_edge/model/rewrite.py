@@ -309,7 +309,7 @@ def _transposed_inputs(n: Node, producer, readers, consts, shapes, outs) -> tupl
             small = [t for t, f in zip(data, firsts) if f is None or f.op != "Transpose"]
             s = shapes.get(small[0])
             if s is None or len(s) != rank or int(np.prod(s)) > _SMALL_OPERAND or \
-                    shapes.get(small[0]) == shapes[n.outputs[0]]:
+                    s == shapes[n.outputs[0]]:
                 return none
             data = [t for t in data if t not in small]
     else:
