@@ -5,7 +5,7 @@ A product by a constant (K, N) matrix with K, N >= LOWP_MIN_INNER, at least LOWP
 (A's leading axes together) and LOWP_MIN_MACS multiply-adds runs at the plan's bf16/int8
 precision (the conv.py attributes) as a 1x1 convolution on ops.Conv2d: x = A transposed (K
 channels, the rows as pixels), weights B transposed, packed once per plan, then y transposed
-back (cv2.transpose, blocked: numpy's strided copy costs 3-6x more). At fp32 and below those
+back (the transpose kernel: numpy's strided copy costs 3-6x more). At fp32 and below those
 sizes numpy's BLAS runs it. Measured at 1 thread, CPU time against numpy fp32 (docs/models.md,
 "Reduced precision"): the 1x1 form at fp32 is 0.8-1.0x; at bf16 / int8, at the threshold
 (32x256 @ 256x256, 128x128 @ 128x128) 1.0x / 1.3-1.5x, below it 0.6-0.85x / 0.75-1.1x
@@ -19,7 +19,7 @@ import functools
 
 import numpy as np
 
-from ... import ops
+from ... import _kernels, ops
 from ...runtime.threads import blas_on_one_thread
 from .base import OpSpec, operand, register
 from .conv import precision_args, probing
@@ -53,7 +53,6 @@ def _lowp_scratch(rows, k, n, transposed_a=False) -> list[tuple]:
 def _lowp_product(node, a2, w, bias, y2, scratch, transposed_a=False):
     """Closure y2 (R, N) = a2 @ w + bias by a 1x1 ops.Conv2d at the node's precision; a2 is
     (R, K), or (K, R) when transposed_a (Gemm transA: x as it is); w (K, N) constant."""
-    import cv2   # only plans with such products pay its import
     k, n = w.shape
     rows = y2.shape[0]
     xt = a2 if transposed_a else scratch[0]
@@ -62,11 +61,16 @@ def _lowp_product(node, a2, w, bias, y2, scratch, transposed_a=False):
                       **precision_args(node)).bind(xt.reshape(1, k, 1, rows),
                                                    out=yt.reshape(1, n, 1, rows))
 
+    # flat views for the kernel (a plan's tensors are C-contiguous: reshape copies nothing)
+    assert all(t.flags.c_contiguous for t in (xt, yt, y2)) and \
+        (transposed_a or a2.flags.c_contiguous)
+    af, xf, yf, y2f = (t.reshape(-1) for t in (a2 if not transposed_a else xt, xt, yt, y2))
+
     def product():
         if not transposed_a:
-            cv2.transpose(a2, xt)
+            _kernels.transpose(af, 1, rows, k, xf)
         conv()
-        cv2.transpose(yt, y2)
+        _kernels.transpose(yf, 1, n, rows, y2f)
     return product
 
 
