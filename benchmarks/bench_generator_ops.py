@@ -4,7 +4,8 @@ and reflect Pad + 7x7 Conv (CycleGAN head), depthwise 3x3 Conv, MaxPool 3x3 s2,
 BatchNormalization, Resize linear x2, and U-GAT-IT's decomposed ILN (two normalisations, the rho
 mix, gamma, beta, Relu: one AdaLIN step natively). And what Keras exports through tf2onnx lean
 on: AveragePool 2x2 s2, the NHWC <-> NCHW Transposes (an NHWC map is the (1, H, W, C) input),
-x^3 (tanh-GELU's cube, Pow by a constant 3). A one-op graph's time includes run()'s copy
+x^3 (tanh-GELU's cube, Pow by a constant 3), the mean over an NHWC map's H and W (an SE block's
+squeeze). A one-op graph's time includes run()'s copy
 of the input into the plan's arena (onnxruntime reads it in place): for the memory-bound ops
 (Pad, MaxPool, BatchNormalization) that copy is a visible share.
 
@@ -86,6 +87,10 @@ def cube(b, c):
     return b.node("Pow", ["x", b.const(3.0)])
 
 
+def mean_hw_nhwc(b, c):   # x read as (1, H, W, C): a Keras SE block's squeeze
+    return b.node("ReduceMean", ["x"], axes=[1, 2], keepdims=1)
+
+
 ILN_SIZE = 128
 CASES = {  # name: (graph, channels, size)
     "ConvTranspose k3 s2 64->32": (upsample, 64, 128),
@@ -100,6 +105,7 @@ CASES = {  # name: (graph, channels, size)
     "Transpose to NHWC x64": (to_nhwc, 64, 256),
     "Transpose from NHWC x64": (from_nhwc, 256, (256, 64)),   # (1, 256, 256, 64)
     "Pow 3 x32": (cube, 32, 256),
+    "ReduceMean H, W of NHWC x32": (mean_hw_nhwc, 512, (512, 32)),   # (1, 512, 512, 32)
 }
 
 

@@ -65,10 +65,11 @@ def _builder(fn):
 def _rows_reduced(x, axes):
     """A sum over a block of consecutive axes followed by others (an NHWC map's H and W: the
     columns of a (H*W, C) matrix) as numpy's einsum over x as (A, R, B) into (A, B): (x3, the
-    result's shape). numpy's reduction over a non-last axis adds B values per row (a (1, 512,
-    512, 32) map: 4.4 ms; einsum 1.6 ms on 1 thread; np.matmul by ones as fast but on BLAS,
-    whose spinning threads then took the second core from the native kernels). None where the
-    axes are not such a block or x is not float32."""
+    result's shape). numpy's reduction over a non-last axis adds B values per row: the one-op
+    graph on a (1, 512, 512, 32) map took 7.2 ms with it, 4.6 ms with einsum, its input copy
+    included (`benchmarks/bench_generator_ops.py -k ReduceMean`, 1 thread; np.matmul by ones
+    was as fast but on BLAS, whose spinning threads took the second core from the native
+    kernels). None where the axes are not such a block or x is not float32."""
     if x.dtype != np.float32 or list(axes) != list(range(axes[0], axes[-1] + 1)) \
             or axes[-1] == x.ndim - 1:
         return None
