@@ -143,8 +143,10 @@ def blas_on_one_thread(fn, macs: int):
     leaves them spinning after it returns (OpenBLAS: for about 0.1 s), holding the cores the
     plan's native kernels run on next: a 2-thread plan with a fp32 MatMul between convolutions
     (64 channels at 128^2) timed its steps' 2-thread samples 2-5x slower and kept 4 of 6 steps
-    at 1 thread. The first step in sets the limit and the last one out lifts it (steps of
-    plans in other threads overlap). Measured on plans run from the main thread: numpy's
+    at 1 thread; that plan with the limit, beside itself without (`python -m pytest -q -s -c
+    benchmarks/pytest.ini benchmarks/bench_executor.py -k blas`, four runs): 1.09-1.42x on 2
+    threads, 0.88-1.18x on 1 (noise: the second core is free there). The first step in sets
+    the limit and the last one out lifts it (steps of plans in other threads overlap). Measured on plans run from the main thread: numpy's
     OpenBLAS 0.3.31 does not report a limit set from another thread as in force (whether it
     applies there was not measured). It costs about 11 us a call, so products below
     BLAS_THREADED_MACS, which BLAS runs on the calling thread anyway, are returned as they
