@@ -142,13 +142,15 @@ _SLICE = 1 << 12
 
 def _transpose_build(node, graph, shapes, view, scratch):
     """y <- x transposed. A batch of 2-D transposes of float32 (swapped_blocks: NCHW <-> NHWC)
-    by the native kernel, in cache-sized tiles: numpy's strided copy of a (1, 64, 256, 256) map
-    to NHWC took 12 ms, the kernel 2.7 ms (1 thread, Zen 4). Otherwise numpy: a large one that
-    moves x's last axis to where y's rows read it a few values apart slice by slice along an axis
-    of y that is neither its last nor x's last (each slice a small 2-D transpose that stays in
-    cache: an NHWC (1, 516, 516, 64) map to NCHW took 97-104 ms in one strided copy, 19-24 ms in
-    slices, before the kernel took that case); the rest (the last axis kept, as attention's head
-    splits) in one copy, whose inner loop then runs along contiguous rows."""
+    by the native kernel, in cache-sized tiles (numpy's strided copy ran the one-op graph of a
+    (1, 64, 256, 256) map to NHWC at 0.29x onnxruntime, the kernel at 0.81-0.89x, the input
+    copy included: benchmarks/bench_generator_ops.py -k Transpose, 1 thread). Otherwise numpy:
+    a large one that moves x's last axis to where y's rows read it a few values apart slice by
+    slice along an axis of y that is neither its last nor x's last (each slice a small 2-D
+    transpose that stays in cache: an NHWC (1, 516, 516, 64) map to NCHW took 97-104 ms in one
+    strided copy, 19-24 ms in slices, before the kernel took that case); the rest (the last axis
+    kept, as attention's head splits) in one copy, whose inner loop then runs along contiguous
+    rows."""
     x, y = view(node.inputs[0]), view(node.outputs[0])
     perm = transpose_perm(node, x.ndim)
     blocks = swapped_blocks(x.shape, perm)
